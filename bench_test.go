@@ -1,0 +1,23 @@
+package termsig_test
+
+import (
+	"testing"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/sources"
+)
+
+// BenchmarkFakeSendToReceive measures one notice from Fake.Send to its
+// receipt on Notifier.C: the fake's queue, the source's send, the
+// Notifier's stamping and forwarding, and the receive.
+func BenchmarkFakeSendToReceive(b *testing.B) {
+	f := sources.NewFake("fake")
+	n := termsig.New(f)
+	defer n.Stop()
+	nt := termsig.Notice{Kind: termsig.Terminate, Reason: "bench"}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Send(nt)
+		<-n.C()
+	}
+}

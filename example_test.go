@@ -1,0 +1,70 @@
+package termsig_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/sources"
+)
+
+func ExampleNew() {
+	// In a program: termsig.New(sources.Detect(sources.Config{})...).
+	spot := sources.NewFake("imds")
+	n := termsig.New(spot)
+	defer n.Stop()
+
+	spot.Send(termsig.Notice{Kind: termsig.Rebalance, Reason: "rebalance recommendation"})
+	spot.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "spot interruption: terminate"})
+
+	for nt := range n.C() {
+		if !nt.Kind.Imminent() {
+			fmt.Println("advice:", nt.Kind, "-", nt.Reason)
+			continue
+		}
+		fmt.Println("leaving:", nt.Kind, "-", nt.Reason)
+		break
+	}
+	// Output:
+	// advice: rebalance - rebalance recommendation
+	// leaving: terminate - spot interruption: terminate
+}
+
+func ExampleNotifyContext() {
+	// In a program: termsig.NotifyContext(ctx, signal.New()).
+	src := sources.NewFake("signal")
+	ctx, stop := termsig.NotifyContext(context.Background(), src)
+	defer stop()
+
+	src.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "SIGTERM"})
+
+	<-ctx.Done() // the work would watch ctx here
+	if nt, ok := termsig.Cause(ctx); ok {
+		fmt.Printf("stopped by %s: %s (%s)\n", nt.Source, nt.Kind, nt.Reason)
+	}
+	// Output: stopped by signal: terminate (SIGTERM)
+}
+
+func ExampleNotifier_Status() {
+	spot := sources.NewFake("imds")
+	spot.Fail(fmt.Errorf("not on EC2: %w", termsig.ErrUnavailable))
+	n := termsig.New(spot)
+	n.Stop()
+	for _, st := range n.Status() {
+		fmt.Println(st.Name, st.State, st.Err)
+	}
+	// Output: imds unavailable not on EC2: termsig: source unavailable on this host
+}
+
+func ExampleNotice_String() {
+	seen := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	fmt.Println(termsig.Notice{
+		Source:   "imds",
+		Kind:     termsig.Terminate,
+		Reason:   "spot interruption: terminate",
+		Observed: seen,
+		Deadline: seen.Add(2 * time.Minute),
+	})
+	// Output: imds: terminate (spot interruption: terminate), deadline 2026-11-30T10:02:00Z (in 2m0s)
+}

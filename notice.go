@@ -1,0 +1,158 @@
+package termsig
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Kind says what is about to happen to the host or the process.
+//
+// The zero Kind is not a valid kind: it prints as "kind(0)" and is not
+// [Kind.Imminent].
+type Kind uint8
+
+// The kinds of notice. Terminate, Stop, Hibernate, Reboot and Interrupt are
+// imminent: the host or the process is going away. The others are advice, or
+// a request to restart in place.
+const (
+	// Terminate: the host or the process is about to end for good
+	// (a spot interruption, a preemption, SIGTERM, a power-button press).
+	Terminate Kind = iota + 1
+	// Stop: the host is about to be stopped; its disks survive.
+	Stop
+	// Hibernate: the host is about to be hibernated; its memory is saved to disk.
+	Hibernate
+	// Reboot: the host is about to reboot.
+	Reboot
+	// Interrupt: an operator asked the process to stop now (SIGINT, Ctrl-C).
+	Interrupt
+	// Reload: finish the current work, then restart in place (SIGHUP).
+	// It is not imminent: the process is expected to come back.
+	Reload
+	// Rebalance: the host is at elevated risk of interruption; move work
+	// away if that is cheap. No deadline is implied.
+	Rebalance
+	// Maintenance: maintenance is scheduled or under way; the Deadline, if
+	// known, is when it may start.
+	Maintenance
+	// Cleared: an earlier advisory notice from the same source no longer
+	// holds (a maintenance event was canceled or completed).
+	Cleared
+)
+
+var kindNames = [...]string{
+	Terminate:   "terminate",
+	Stop:        "stop",
+	Hibernate:   "hibernate",
+	Reboot:      "reboot",
+	Interrupt:   "interrupt",
+	Reload:      "reload",
+	Rebalance:   "rebalance",
+	Maintenance: "maintenance",
+	Cleared:     "cleared",
+}
+
+// String returns the kind as a lower-case word, such as "terminate".
+func (k Kind) String() string {
+	if k.valid() {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+func (k Kind) valid() bool { return k >= Terminate && int(k) < len(kindNames) }
+
+// Imminent reports whether k means that the host or the process is going
+// away: true for Terminate, Stop, Hibernate, Reboot and Interrupt; false for
+// Reload, Rebalance, Maintenance, Cleared and invalid kinds.
+func (k Kind) Imminent() bool { return k >= Terminate && k <= Interrupt }
+
+// MarshalText returns the word that [Kind.String] returns. It fails for an
+// invalid kind, so that an invalid kind never passes for a valid one in JSON.
+func (k Kind) MarshalText() ([]byte, error) {
+	if !k.valid() {
+		return nil, fmt.Errorf("termsig: invalid kind %d", uint8(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText sets k from a word that [Kind.String] returns, in any case.
+func (k *Kind) UnmarshalText(text []byte) error {
+	v, err := ParseKind(string(text))
+	if err != nil {
+		return err
+	}
+	*k = v
+	return nil
+}
+
+// ParseKind returns the kind named by s, in any case ("terminate", "Reload").
+func ParseKind(s string) (Kind, error) {
+	for k := Terminate; k.valid(); k++ {
+		if strings.EqualFold(s, kindNames[k]) {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("termsig: unknown kind %q", s)
+}
+
+// A Notice says that the host or the process is about to go away, or gives
+// advice about it. Sources fill it; the [Notifier] fills Source and Observed
+// when a source leaves them empty.
+type Notice struct {
+	// Source is the name of the source that saw the notice, such as
+	// "signal" or "imds".
+	Source string
+	// Kind says what is happening.
+	Kind Kind
+	// Reason is a short human description, such as "spot interruption:
+	// terminate" or "SIGTERM".
+	Reason string
+	// Deadline is when the host goes away or the event starts. The zero
+	// time means unknown.
+	Deadline time.Time
+	// Observed is when this process saw the notice.
+	Observed time.Time
+	// Signal is the signal that caused the notice, or nil.
+	Signal os.Signal
+	// Raw is the payload as received (a response body, an acpid line), for
+	// audit. It may be empty.
+	Raw string
+}
+
+// String returns the notice as one readable line, such as
+//
+//	imds: terminate (spot interruption: terminate), deadline 2026-11-30T10:02:00Z (in 1m59s)
+//
+// The time left is measured from Observed.
+func (n Notice) String() string {
+	var b strings.Builder
+	src := n.Source
+	if src == "" {
+		src = "unknown"
+	}
+	b.WriteString(src)
+	b.WriteString(": ")
+	b.WriteString(n.Kind.String())
+	if n.Reason != "" {
+		b.WriteString(" (")
+		b.WriteString(n.Reason)
+		b.WriteString(")")
+	}
+	if !n.Deadline.IsZero() {
+		b.WriteString(", deadline ")
+		b.WriteString(n.Deadline.UTC().Format(time.RFC3339))
+		if !n.Observed.IsZero() {
+			left := n.Deadline.Sub(n.Observed).Round(time.Millisecond)
+			if left >= 0 {
+				fmt.Fprintf(&b, " (in %v)", left)
+			} else {
+				fmt.Fprintf(&b, " (%v ago)", -left)
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,388 @@
+package termsig_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/sources"
+)
+
+// wait is how long a test waits for something that should happen at once.
+// It is long so that a slow -race run does not fail; a pass takes far less.
+const wait = 5 * time.Second
+
+func receive(t *testing.T, c <-chan termsig.Notice) termsig.Notice {
+	t.Helper()
+	select {
+	case n, ok := <-c:
+		require.True(t, ok, "channel closed")
+		return n
+	case <-time.After(wait):
+		t.Fatal("no notice")
+	}
+	return termsig.Notice{}
+}
+
+func TestFakeTerminateArrivesWithin10ms(t *testing.T) {
+	f := sources.NewFake("fake")
+	n := termsig.New(f)
+	defer n.Stop()
+	<-f.Started()
+
+	sent := time.Now()
+	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "test"})
+	select {
+	case got := <-n.C():
+		took := time.Since(sent)
+		assert.Equal(t, termsig.Terminate, got.Kind)
+		assert.Equal(t, "fake", got.Source)
+		assert.Equal(t, "test", got.Reason)
+		assert.False(t, got.Observed.IsZero())
+		assert.Less(t, took, 10*time.Millisecond)
+	case <-time.After(10 * time.Millisecond):
+		t.Fatal("Terminate did not arrive on C within 10ms")
+	}
+}
+
+func TestNotifierFillsSourceAndObserved(t *testing.T) {
+	s := &scripted{name: "scripted", notices: []termsig.Notice{{Kind: termsig.Reboot}}}
+	before := time.Now()
+	n := termsig.New(s)
+	defer n.Stop()
+	got := receive(t, n.C())
+	assert.Equal(t, "scripted", got.Source)
+	assert.False(t, got.Observed.Before(before))
+}
+
+func TestNoticeIsNeverDroppedBySlowConsumer(t *testing.T) {
+	const count = 500
+	f := sources.NewFake("fake")
+	g := sources.NewFake("other")
+	n := termsig.Config{Buffer: 1}.New(f, g)
+	defer n.Stop()
+	for i := range count {
+		f.Send(termsig.Notice{Kind: termsig.Maintenance, Reason: fmt.Sprint(i)})
+		g.Send(termsig.Notice{Kind: termsig.Rebalance, Reason: fmt.Sprint(i)})
+	}
+	next := map[string]int{}
+	for range 2 * count {
+		got := receive(t, n.C())
+		// Each source's notices arrive in the order it sent them.
+		require.Equal(t, fmt.Sprint(next[got.Source]), got.Reason, "source %s", got.Source)
+		next[got.Source]++
+	}
+	assert.Equal(t, map[string]int{"fake": count, "other": count}, next)
+	n.Stop() // Status is final once Stop has returned
+	st := n.Status()
+	assert.Equal(t, count, st[0].Notices)
+	assert.Equal(t, count, st[1].Notices)
+}
+
+func TestStopWhileConsumerNeverReads(t *testing.T) {
+	s := &scripted{name: "blocked", sent: make(chan int, 10), trying: make(chan int, 10), ret: make(chan error, 1)}
+	for i := range 5 {
+		s.notices = append(s.notices, termsig.Notice{Kind: termsig.Terminate, Reason: fmt.Sprint(i)})
+	}
+	n := termsig.Config{Buffer: 1}.New(s)
+	// The first notice fills C's buffer, the Notifier holds the second, and
+	// the source is blocked sending the third.
+	for want := range 3 {
+		select {
+		case i := <-s.trying:
+			require.Equal(t, want, i)
+		case <-time.After(wait):
+			t.Fatal("source did not try to send")
+		}
+	}
+
+	start := time.Now()
+	n.Stop()
+	took := time.Since(start)
+	assert.Less(t, took, 100*time.Millisecond)
+	t.Logf("Stop took %v", took)
+	select {
+	case err := <-s.ret:
+		assert.ErrorIs(t, err, context.Canceled)
+	default:
+		t.Fatal("Stop returned before the source's Watch")
+	}
+
+	n.Stop() // twice is fine
+	var got []string
+	for nt := range n.C() { // ends: C is closed
+		got = append(got, nt.Reason)
+	}
+	assert.Equal(t, []string{"0"}, got, "the buffered notice is still readable")
+	assert.Equal(t, termsig.StateStopped, n.Status()[0].State)
+}
+
+func TestStopConcurrently(t *testing.T) {
+	f := sources.NewFake("fake")
+	n := termsig.New(f, sources.NewFake("other"))
+	<-f.Started()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(n.Stop)
+	}
+	wg.Wait()
+	_, ok := <-n.C()
+	assert.False(t, ok)
+	for _, st := range n.Status() {
+		assert.Equal(t, termsig.StateStopped, st.State, st.Name)
+		assert.NoError(t, st.Err)
+	}
+}
+
+func TestNoSources(t *testing.T) {
+	n := termsig.New()
+	assert.Empty(t, n.Status())
+	n.Stop()
+	_, ok := <-n.C()
+	assert.False(t, ok)
+}
+
+func TestNilSourcePanics(t *testing.T) {
+	assert.PanicsWithValue(t, "termsig: nil Source at index 1", func() {
+		termsig.New(sources.NewFake("a"), nil)
+	})
+}
+
+func TestUnavailableSourceRetiresQuietly(t *testing.T) {
+	logs := newLogRecorder()
+	gone := sources.NewFake("gone")
+	live := sources.NewFake("live")
+	gone.Fail(fmt.Errorf("not on this cloud: %w", termsig.ErrUnavailable))
+	n := termsig.Config{Logger: logs.logger()}.New(gone, live)
+	defer n.Stop()
+
+	logs.waitFor(t, "termsig: source unavailable")
+	live.Send(termsig.Notice{Kind: termsig.Terminate})
+	assert.Equal(t, "live", receive(t, n.C()).Source)
+
+	st := n.Status()
+	assert.Equal(t, "gone", st[0].Name)
+	assert.Equal(t, termsig.StateUnavailable, st[0].State)
+	assert.ErrorIs(t, st[0].Err, termsig.ErrUnavailable)
+	assert.Equal(t, termsig.StateRunning, st[1].State)
+	assert.Equal(t, 0, logs.count(slog.LevelError), "unavailable is not an error")
+
+	n.Stop()
+	st = n.Status()
+	assert.Equal(t, termsig.StateUnavailable, st[0].State, "Stop keeps the reason it retired")
+	assert.Equal(t, 1, st[1].Notices)
+	assert.False(t, st[1].Reported.IsZero())
+}
+
+func TestFailingSourceDoesNotDisturbOthers(t *testing.T) {
+	logs := newLogRecorder()
+	bad := sources.NewFake("bad")
+	good := sources.NewFake("good")
+	n := termsig.Config{Logger: logs.logger()}.New(bad, good)
+	defer n.Stop()
+
+	boom := errors.New("boom")
+	bad.Send(termsig.Notice{Kind: termsig.Rebalance})
+	bad.Fail(boom)
+	assert.Equal(t, "bad", receive(t, n.C()).Source, "notices sent before Fail are delivered")
+	logs.waitFor(t, "termsig: source failed")
+	good.Send(termsig.Notice{Kind: termsig.Stop})
+	assert.Equal(t, "good", receive(t, n.C()).Source)
+
+	st := n.Status()
+	assert.Equal(t, termsig.StateFailed, st[0].State)
+	assert.ErrorIs(t, st[0].Err, boom)
+	assert.Equal(t, termsig.StateRunning, st[1].State)
+}
+
+func TestLastSourceEndingIsLogged(t *testing.T) {
+	logs := newLogRecorder()
+	f := sources.NewFake("f")
+	f.Fail(nil)
+	n := termsig.Config{Logger: logs.logger()}.New(f)
+	defer n.Stop()
+	logs.waitFor(t, "termsig: no source is watching any more")
+	st := n.Status()[0]
+	assert.Equal(t, termsig.StateStopped, st.State)
+	assert.NoError(t, st.Err)
+	assert.Equal(t, 1, logs.countMsg("termsig: source returned before Stop"))
+}
+
+func TestReportErrorShowsInStatusAndLogsOncePerChange(t *testing.T) {
+	logs := newLogRecorder()
+	unreachable := errors.New("metadata service unreachable")
+	s := &scripted{name: "flaky", reports: []error{unreachable, unreachable, unreachable}}
+	s.notices = []termsig.Notice{{Kind: termsig.Maintenance, Reason: "after errors"}}
+	s.then = []error{nil, nil}
+	s.gate = make(chan struct{})
+	n := termsig.Config{Logger: logs.logger()}.New(s)
+	defer n.Stop()
+
+	// scripted reports its errors, sends its notice, then reports nil twice
+	// and sends a second notice.
+	receive(t, n.C())
+	st := n.Status()[0]
+	assert.Equal(t, termsig.StateRunning, st.State)
+	assert.ErrorIs(t, st.Err, unreachable)
+	close(s.gate)
+	receive(t, n.C())
+	assert.NoError(t, n.Status()[0].Err)
+
+	assert.Equal(t, 1, logs.countMsg("termsig: source error, retrying"))
+	assert.Equal(t, 1, logs.countMsg("termsig: source recovered"))
+}
+
+func TestReportErrorOutsideNotifierIsHarmless(t *testing.T) {
+	termsig.ReportError(context.Background(), errors.New("nobody listens"))
+}
+
+func TestStateString(t *testing.T) {
+	assert.Equal(t, "running", termsig.StateRunning.String())
+	assert.Equal(t, "unavailable", termsig.StateUnavailable.String())
+	assert.Equal(t, "failed", termsig.StateFailed.String())
+	assert.Equal(t, "stopped", termsig.StateStopped.String())
+	assert.Equal(t, "state(0)", termsig.State(0).String())
+}
+
+// scripted is a Source that reports the errors in reports, sends notices,
+// reports the errors in then, sends a copy of the last notice if then is not
+// empty, and waits for ctx. It tells the test on trying before each send
+// and on sent after it, and returns Watch's result on ret.
+type scripted struct {
+	name    string
+	reports []error
+	notices []termsig.Notice
+	then    []error
+	gate    chan struct{} // if not nil, closed by the test to start "then"
+	trying  chan int
+	sent    chan int
+	ret     chan error
+}
+
+func (s *scripted) Name() string { return s.name }
+
+func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err error) {
+	if s.ret != nil {
+		defer func() { s.ret <- err }()
+	}
+	send := func(i int, n termsig.Notice) error {
+		if s.trying != nil {
+			s.trying <- i
+		}
+		select {
+		case out <- n:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if s.sent != nil {
+			s.sent <- i
+		}
+		return nil
+	}
+	for _, e := range s.reports {
+		termsig.ReportError(ctx, e)
+	}
+	for i, n := range s.notices {
+		if err := send(i, n); err != nil {
+			return err
+		}
+	}
+	if len(s.then) > 0 {
+		if s.gate != nil {
+			select {
+			case <-s.gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for _, e := range s.then {
+			termsig.ReportError(ctx, e)
+		}
+		if err := send(len(s.notices), s.notices[len(s.notices)-1]); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// logRecorder is a slog.Handler that keeps every record and lets a test
+// wait for a message without sleeping.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+	changed chan struct{}
+}
+
+func newLogRecorder() *logRecorder { return &logRecorder{changed: make(chan struct{})} }
+
+func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.records = append(l.records, r.Clone())
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *logRecorder) waitFor(t *testing.T, msg string) {
+	t.Helper()
+	l.waitForN(t, msg, 1)
+}
+
+// waitForN waits until msg has been logged at least n times.
+func (l *logRecorder) waitForN(t *testing.T, msg string, n int) {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		l.mu.Lock()
+		ch := l.changed
+		l.mu.Unlock()
+		if l.countMsg(msg) >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("no log %q", msg)
+		}
+	}
+}
+
+func (l *logRecorder) countMsg(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := 0
+	for _, r := range l.records {
+		if r.Message == msg {
+			c++
+		}
+	}
+	return c
+}
+
+func (l *logRecorder) count(level slog.Level) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := 0
+	for _, r := range l.records {
+		if r.Level == level {
+			c++
+		}
+	}
+	return c
+}

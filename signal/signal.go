@@ -1,0 +1,123 @@
+package signal
+
+import (
+	"context"
+	"os"
+	ossignal "os/signal"
+	"syscall"
+
+	"github.com/termsig/termsig"
+)
+
+// Name is the name of the source, in notices and in Notifier.Status.
+const Name = "signal"
+
+// A Source reports POSIX signals as notices. Create one with [New] or
+// [NewMap]. One Source may be watched by several Notifiers at once: each
+// Watch registers its own channel with os/signal.
+type Source struct {
+	kinds map[os.Signal]termsig.Kind
+	sigs  []os.Signal
+}
+
+// New returns a Source for sigs. With no arguments it watches the signals
+// that ask a process to leave: SIGTERM, SIGINT and SIGHUP (os.Interrupt only,
+// on Windows).
+//
+// SIGTERM gives Terminate, SIGINT (os.Interrupt) gives Interrupt and SIGHUP
+// gives Reload: "finish, then restart in place", which is not imminent. Any
+// other signal gives Terminate; use [NewMap] to choose.
+func New(sigs ...os.Signal) *Source {
+	if len(sigs) == 0 {
+		sigs = defaultSignals()
+	}
+	m := make(map[os.Signal]termsig.Kind, len(sigs))
+	for _, s := range sigs {
+		m[s] = kindOf(s)
+	}
+	return NewMap(m)
+}
+
+// NewMap returns a Source that watches the signals in m and reports each
+// with the kind m gives it, such as {syscall.SIGUSR1: termsig.Reload}. It
+// copies m. It panics if m is empty, since watching no signal would mean
+// watching every signal to os/signal.
+func NewMap(m map[os.Signal]termsig.Kind) *Source {
+	if len(m) == 0 {
+		panic("termsig: signal.NewMap with no signals")
+	}
+	s := &Source{kinds: make(map[os.Signal]termsig.Kind, len(m))}
+	for sig, k := range m {
+		if sig == nil {
+			panic("termsig: signal.NewMap with a nil signal")
+		}
+		s.kinds[sig] = k
+		s.sigs = append(s.sigs, sig)
+	}
+	return s
+}
+
+// Name returns "signal".
+func (s *Source) Name() string { return Name }
+
+// Watch reports every signal it receives as its own notice (a second SIGINT
+// is a second notice, so that a consumer can escalate) until ctx is done.
+// It stops the delivery of the signals with os/signal.Stop before it
+// returns, so that they regain their previous behaviour.
+func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	// Buffered, as os/signal requires: it never blocks to deliver, and a
+	// burst of signals during a slow send is kept rather than dropped.
+	ch := make(chan os.Signal, 16)
+	ossignal.Notify(ch, s.sigs...)
+	defer ossignal.Stop(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case sig := <-ch:
+			n := s.notice(sig)
+			select {
+			case out <- n:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+func (s *Source) notice(sig os.Signal) termsig.Notice {
+	k, ok := s.kinds[sig]
+	if !ok {
+		k = kindOf(sig)
+	}
+	name := signalName(sig)
+	return termsig.Notice{Source: Name, Kind: k, Reason: name, Signal: sig, Raw: name}
+}
+
+func kindOf(sig os.Signal) termsig.Kind {
+	switch sig {
+	case syscall.SIGTERM:
+		return termsig.Terminate
+	case os.Interrupt:
+		return termsig.Interrupt
+	case syscall.SIGHUP:
+		return termsig.Reload
+	}
+	return termsig.Terminate
+}
+
+// signalName returns the conventional name of the common signals, such as
+// "SIGTERM" (os.Signal.String gives "terminated").
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return sig.String()
+}

@@ -1,0 +1,133 @@
+//go:build !windows
+
+package signal_test
+
+import (
+	"context"
+	"os"
+	ossignal "os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/signal"
+)
+
+const wait = 5 * time.Second
+
+// raise sends sig to this process until the notifier reports a notice, and
+// returns it. The test keeps its own os/signal registration (guard), so the
+// process survives a signal that arrives before the source has registered;
+// once guard has received a signal, os/signal has also handed it to every
+// channel registered at that time, so a short wait on C tells whether the
+// source had registered. No sleep stands in for an event.
+func raise(t *testing.T, n *termsig.Notifier, sig syscall.Signal) termsig.Notice {
+	t.Helper()
+	guard := make(chan os.Signal, 16)
+	ossignal.Notify(guard, sig)
+	defer ossignal.Stop(guard)
+	deadline := time.After(wait)
+	for {
+		require.NoError(t, syscall.Kill(os.Getpid(), sig))
+		select {
+		case <-guard:
+		case <-deadline:
+			t.Fatalf("%v never arrived", sig)
+		}
+		select {
+		case nt := <-n.C():
+			return nt
+		case <-time.After(20 * time.Millisecond):
+			// The source had not registered yet: send again.
+		}
+	}
+}
+
+func TestSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sig    syscall.Signal
+		kind   termsig.Kind
+		reason string
+	}{
+		{syscall.SIGTERM, termsig.Terminate, "SIGTERM"},
+		{syscall.SIGINT, termsig.Interrupt, "SIGINT"},
+		{syscall.SIGHUP, termsig.Reload, "SIGHUP"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			n := termsig.New(signal.New())
+			defer n.Stop()
+			nt := raise(t, n, tc.sig)
+			assert.Equal(t, "signal", nt.Source)
+			assert.Equal(t, tc.kind, nt.Kind)
+			assert.Equal(t, tc.sig, nt.Signal)
+			assert.Equal(t, tc.reason, nt.Reason)
+			assert.False(t, nt.Observed.IsZero())
+		})
+	}
+}
+
+func TestEverySignalIsItsOwnNotice(t *testing.T) {
+	n := termsig.New(signal.New())
+	defer n.Stop()
+	first := raise(t, n, syscall.SIGINT)
+	second := raise(t, n, syscall.SIGINT)
+	assert.Equal(t, termsig.Interrupt, first.Kind)
+	assert.Equal(t, termsig.Interrupt, second.Kind)
+	assert.False(t, second.Observed.Before(first.Observed))
+}
+
+func TestNewMap(t *testing.T) {
+	n := termsig.New(signal.NewMap(map[os.Signal]termsig.Kind{syscall.SIGUSR1: termsig.Reload}))
+	defer n.Stop()
+	nt := raise(t, n, syscall.SIGUSR1)
+	assert.Equal(t, termsig.Reload, nt.Kind)
+	assert.Equal(t, syscall.SIGUSR1, nt.Signal)
+}
+
+func TestOtherSignalsTerminate(t *testing.T) {
+	n := termsig.New(signal.New(syscall.SIGUSR2))
+	defer n.Stop()
+	nt := raise(t, n, syscall.SIGUSR2)
+	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Equal(t, "user defined signal 2", nt.Reason)
+}
+
+func TestNewMapMisuse(t *testing.T) {
+	assert.PanicsWithValue(t, "termsig: signal.NewMap with no signals", func() { signal.NewMap(nil) })
+	assert.PanicsWithValue(t, "termsig: signal.NewMap with a nil signal", func() {
+		signal.NewMap(map[os.Signal]termsig.Kind{nil: termsig.Terminate})
+	})
+}
+
+func TestWatchStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- signal.New().Watch(ctx, make(chan termsig.Notice)) }()
+	cancel()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(wait):
+		t.Fatal("Watch did not return")
+	}
+}
+
+// A signal that arrives while nobody reads C must not stop Stop.
+func TestStopWhileSignalPending(t *testing.T) {
+	n := termsig.Config{Buffer: 1}.New(signal.New())
+	raise(t, n, syscall.SIGHUP)
+	guard := make(chan os.Signal, 16)
+	ossignal.Notify(guard, syscall.SIGHUP)
+	defer ossignal.Stop(guard)
+	for range 3 {
+		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+		<-guard
+	}
+	start := time.Now()
+	n.Stop()
+	assert.Less(t, time.Since(start), 100*time.Millisecond)
+}
