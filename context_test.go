@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -25,9 +26,9 @@ func done(t *testing.T, ctx context.Context) {
 func TestNotifyContextCancelsOnImminentNotice(t *testing.T) {
 	for _, k := range []termsig.Kind{termsig.Terminate, termsig.Stop, termsig.Hibernate, termsig.Reboot, termsig.Interrupt} {
 		t.Run(k.String(), func(t *testing.T) {
-			logs := newLogRecorder()
+			logs := testlog.New()
 			f := sources.NewFake("fake")
-			ctx, stop := termsig.Config{Logger: logs.logger()}.NotifyContext(context.Background(), f)
+			ctx, stop := termsig.Config{Logger: logs.Logger()}.NotifyContext(context.Background(), f)
 			defer stop()
 
 			// Advice first: it must not cancel, and must be logged.
@@ -42,7 +43,7 @@ func TestNotifyContextCancelsOnImminentNotice(t *testing.T) {
 			assert.Equal(t, "go away", n.Reason)
 			assert.Equal(t, "fake", n.Source)
 			assert.ErrorContains(t, context.Cause(ctx), "termsig: fake: "+k.String()+" (go away)")
-			assert.Equal(t, 1, logs.countMsg("termsig: notice does not cancel the context"))
+			assert.Equal(t, 1, logs.Count("termsig: notice does not cancel the context"))
 
 			// Derived contexts carry the same cause.
 			child, cancel := context.WithTimeout(ctx, time.Hour)
@@ -55,13 +56,13 @@ func TestNotifyContextCancelsOnImminentNotice(t *testing.T) {
 }
 
 func TestNotifyContextIgnoresAdvice(t *testing.T) {
-	logs := newLogRecorder()
+	logs := testlog.New()
 	f := sources.NewFake("fake")
-	ctx, stop := termsig.Config{Logger: logs.logger()}.NotifyContext(context.Background(), f)
+	ctx, stop := termsig.Config{Logger: logs.Logger()}.NotifyContext(context.Background(), f)
 	for _, k := range []termsig.Kind{termsig.Reload, termsig.Rebalance, termsig.Maintenance, termsig.Cleared} {
 		f.Send(termsig.Notice{Kind: k})
 	}
-	logs.waitForN(t, "termsig: notice does not cancel the context", 4)
+	logs.WaitFor(t, "termsig: notice does not cancel the context", 4)
 	assert.NoError(t, ctx.Err())
 	stop()
 	assert.ErrorIs(t, ctx.Err(), context.Canceled)

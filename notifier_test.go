@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -157,14 +158,14 @@ func TestNilSourcePanics(t *testing.T) {
 }
 
 func TestUnavailableSourceRetiresQuietly(t *testing.T) {
-	logs := newLogRecorder()
+	logs := testlog.New()
 	gone := sources.NewFake("gone")
 	live := sources.NewFake("live")
 	gone.Fail(fmt.Errorf("not on this cloud: %w", termsig.ErrUnavailable))
-	n := termsig.Config{Logger: logs.logger()}.New(gone, live)
+	n := termsig.Config{Logger: logs.Logger()}.New(gone, live)
 	defer n.Stop()
 
-	logs.waitFor(t, "termsig: source unavailable")
+	logs.WaitFor(t, "termsig: source unavailable", 1)
 	live.Send(termsig.Notice{Kind: termsig.Terminate})
 	assert.Equal(t, "live", receive(t, n.C()).Source)
 
@@ -173,7 +174,7 @@ func TestUnavailableSourceRetiresQuietly(t *testing.T) {
 	assert.Equal(t, termsig.StateUnavailable, st[0].State)
 	assert.ErrorIs(t, st[0].Err, termsig.ErrUnavailable)
 	assert.Equal(t, termsig.StateRunning, st[1].State)
-	assert.Equal(t, 0, logs.count(slog.LevelError), "unavailable is not an error")
+	assert.Equal(t, 0, logs.CountLevel(slog.LevelError), "unavailable is not an error")
 
 	n.Stop()
 	st = n.Status()
@@ -183,17 +184,17 @@ func TestUnavailableSourceRetiresQuietly(t *testing.T) {
 }
 
 func TestFailingSourceDoesNotDisturbOthers(t *testing.T) {
-	logs := newLogRecorder()
+	logs := testlog.New()
 	bad := sources.NewFake("bad")
 	good := sources.NewFake("good")
-	n := termsig.Config{Logger: logs.logger()}.New(bad, good)
+	n := termsig.Config{Logger: logs.Logger()}.New(bad, good)
 	defer n.Stop()
 
 	boom := errors.New("boom")
 	bad.Send(termsig.Notice{Kind: termsig.Rebalance})
 	bad.Fail(boom)
 	assert.Equal(t, "bad", receive(t, n.C()).Source, "notices sent before Fail are delivered")
-	logs.waitFor(t, "termsig: source failed")
+	logs.WaitFor(t, "termsig: source failed", 1)
 	good.Send(termsig.Notice{Kind: termsig.Stop})
 	assert.Equal(t, "good", receive(t, n.C()).Source)
 
@@ -204,26 +205,26 @@ func TestFailingSourceDoesNotDisturbOthers(t *testing.T) {
 }
 
 func TestLastSourceEndingIsLogged(t *testing.T) {
-	logs := newLogRecorder()
+	logs := testlog.New()
 	f := sources.NewFake("f")
 	f.Fail(nil)
-	n := termsig.Config{Logger: logs.logger()}.New(f)
+	n := termsig.Config{Logger: logs.Logger()}.New(f)
 	defer n.Stop()
-	logs.waitFor(t, "termsig: no source is watching any more")
+	logs.WaitFor(t, "termsig: no source is watching any more", 1)
 	st := n.Status()[0]
 	assert.Equal(t, termsig.StateStopped, st.State)
 	assert.NoError(t, st.Err)
-	assert.Equal(t, 1, logs.countMsg("termsig: source returned before Stop"))
+	assert.Equal(t, 1, logs.Count("termsig: source returned before Stop"))
 }
 
 func TestReportErrorShowsInStatusAndLogsOncePerChange(t *testing.T) {
-	logs := newLogRecorder()
+	logs := testlog.New()
 	unreachable := errors.New("metadata service unreachable")
 	s := &scripted{name: "flaky", reports: []error{unreachable, unreachable, unreachable}}
 	s.notices = []termsig.Notice{{Kind: termsig.Maintenance, Reason: "after errors"}}
 	s.then = []error{nil, nil}
 	s.gate = make(chan struct{})
-	n := termsig.Config{Logger: logs.logger()}.New(s)
+	n := termsig.Config{Logger: logs.Logger()}.New(s)
 	defer n.Stop()
 
 	// scripted reports its errors, sends its notice, then reports nil twice
@@ -236,8 +237,8 @@ func TestReportErrorShowsInStatusAndLogsOncePerChange(t *testing.T) {
 	receive(t, n.C())
 	assert.NoError(t, n.Status()[0].Err)
 
-	assert.Equal(t, 1, logs.countMsg("termsig: source error, retrying"))
-	assert.Equal(t, 1, logs.countMsg("termsig: source recovered"))
+	assert.Equal(t, 1, logs.Count("termsig: source error, retrying"))
+	assert.Equal(t, 1, logs.Count("termsig: source recovered"))
 }
 
 func TestReportErrorOutsideNotifierIsHarmless(t *testing.T) {
@@ -312,77 +313,4 @@ func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err er
 	}
 	<-ctx.Done()
 	return ctx.Err()
-}
-
-// logRecorder is a slog.Handler that keeps every record and lets a test
-// wait for a message without sleeping.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-	changed chan struct{}
-}
-
-func newLogRecorder() *logRecorder { return &logRecorder{changed: make(chan struct{})} }
-
-func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.records = append(l.records, r.Clone())
-	close(l.changed)
-	l.changed = make(chan struct{})
-	l.mu.Unlock()
-	return nil
-}
-
-func (l *logRecorder) waitFor(t *testing.T, msg string) {
-	t.Helper()
-	l.waitForN(t, msg, 1)
-}
-
-// waitForN waits until msg has been logged at least n times.
-func (l *logRecorder) waitForN(t *testing.T, msg string, n int) {
-	t.Helper()
-	timeout := time.After(wait)
-	for {
-		l.mu.Lock()
-		ch := l.changed
-		l.mu.Unlock()
-		if l.countMsg(msg) >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout:
-			t.Fatalf("no log %q", msg)
-		}
-	}
-}
-
-func (l *logRecorder) countMsg(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := 0
-	for _, r := range l.records {
-		if r.Message == msg {
-			c++
-		}
-	}
-	return c
-}
-
-func (l *logRecorder) count(level slog.Level) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := 0
-	for _, r := range l.records {
-		if r.Level == level {
-			c++
-		}
-	}
-	return c
 }
