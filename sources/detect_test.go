@@ -1,15 +1,18 @@
 package sources_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/sources"
 )
 
-func names(t *testing.T, cfg sources.Config) []string {
-	t.Helper()
+func names(cfg sources.Config) []string {
 	var out []string
 	for _, s := range sources.Detect(cfg) {
 		out = append(out, s.Name())
@@ -17,11 +20,50 @@ func names(t *testing.T, cfg sources.Config) []string {
 	return out
 }
 
-func TestDetectAlwaysHasSignals(t *testing.T) {
-	empty := func(string) string { return "" }
-	assert.Equal(t, []string{"signal"}, names(t, sources.Config{Root: t.TempDir(), Getenv: empty}))
+// clean clears the environment variables that steer detection.
+func clean(t *testing.T) {
+	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST"} {
+		t.Setenv(k, "")
+	}
+}
+
+// fakeRoot returns a directory laid out like / with the given DMI files.
+func fakeRoot(t *testing.T, dmi map[string]string) string {
+	root := t.TempDir()
+	dir := filepath.Join(root, "sys/class/dmi/id")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for name, v := range dmi {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644))
+	}
+	return root
+}
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dmi  map[string]string
+		env  map[string]string
+		cfg  sources.Config
+		want []string
+	}{
+		{name: "bare metal", dmi: map[string]string{"sys_vendor": "Dell Inc."}, want: []string{"signal"}},
+		{name: "ec2", dmi: map[string]string{"sys_vendor": "Amazon EC2"}, want: []string{"signal", "imds"}},
+		{name: "ec2, imds disabled", dmi: map[string]string{"sys_vendor": "Amazon EC2"}, env: map[string]string{"AWS_EC2_METADATA_DISABLED": "true"}, want: []string{"signal"}},
+		{name: "imds endpoint env", env: map[string]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:1338"}, want: []string{"signal", "imds"}},
+		{name: "imds endpoint config", cfg: sources.Config{IMDS: imds.Config{Endpoint: "http://127.0.0.1:1338"}}, want: []string{"signal", "imds"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clean(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg := tc.cfg
+			cfg.Root = fakeRoot(t, tc.dmi)
+			assert.Equal(t, tc.want, names(cfg))
+		})
+	}
 }
 
 func TestDetectOnThisHost(t *testing.T) {
-	assert.Contains(t, names(t, sources.Config{}), "signal")
+	assert.Contains(t, names(sources.Config{}), "signal")
 }

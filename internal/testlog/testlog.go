@@ -4,6 +4,7 @@ package testlog
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -50,19 +51,40 @@ func (r *Recorder) Handle(_ context.Context, rec slog.Record) error {
 // last such record; it fails the test after Wait.
 func (r *Recorder) WaitFor(t testing.TB, msg string, n int) slog.Record {
 	t.Helper()
+	var last slog.Record
+	r.WaitUntil(t, fmt.Sprintf("%q logged %d times", msg, n), func(all []slog.Record) bool {
+		c := 0
+		for _, rec := range all {
+			if rec.Message == msg {
+				c++
+				last = rec
+			}
+		}
+		return c >= n
+	})
+	return last
+}
+
+// WaitUntil waits until done, called with every record so far, returns
+// true; it fails the test after Wait, saying what was awaited.
+func (r *Recorder) WaitUntil(t testing.TB, what string, done func([]slog.Record) bool) {
+	t.Helper()
 	timeout := time.After(Wait)
 	for {
 		r.mu.Lock()
 		ch := r.changed
 		r.mu.Unlock()
-		recs := r.Records(msg)
-		if len(recs) >= n {
-			return recs[len(recs)-1]
+		if done(r.Records("")) {
+			return
 		}
 		select {
 		case <-ch:
 		case <-timeout:
-			t.Fatalf("%q logged %d times, want %d", msg, len(recs), n)
+			var msgs []string
+			for _, rec := range r.Records("") {
+				msgs = append(msgs, rec.Message)
+			}
+			t.Fatalf("waited in vain for %s; log: %q", what, msgs)
 		}
 	}
 }

@@ -1,0 +1,28 @@
+package imdstest_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/imds/imdstest"
+)
+
+// A test of your own consumer: schedule a spot interruption in the fake and
+// check what your code does with the notice.
+func Example() {
+	srv := imdstest.NewServer()
+	defer srv.Close()
+
+	n := termsig.New(imds.New(imds.Config{
+		Endpoint: srv.URL,
+		Interval: 10 * time.Millisecond, // fast polling for the test
+	}))
+	defer n.Stop()
+
+	srv.SetInterruption("stop", time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC))
+	nt := <-n.C()
+	fmt.Println(nt.Kind, nt.Kind.Imminent(), nt.Deadline.Format(time.RFC3339))
+	// Output: stop true 2026-11-30T10:02:00Z
+}

@@ -1,0 +1,507 @@
+// Package imdstest provides a fake EC2 instance metadata service (IMDS) on
+// loopback for tests: it speaks IMDSv2 (session tokens with TTLs, 401 for a
+// missing or expired token), answers 404 while nothing is pending, and lets
+// a test schedule spot interruptions, rebalance recommendations, scheduled
+// maintenance events and Auto Scaling lifecycle states, and inject faults.
+//
+// It works with any IMDS client, including the AWS SDK's
+// feature/ec2/imds and termsig's imds package:
+//
+//	srv := imdstest.NewServer()
+//	defer srv.Close()
+//	src := imds.New(imds.Config{Endpoint: srv.URL})
+//	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+//
+// All methods are safe for concurrent use.
+package imdstest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The metadata paths the server knows, relative to /latest/meta-data/.
+const (
+	PathInstanceAction  = "spot/instance-action"
+	PathTerminationTime = "spot/termination-time"
+	PathRebalance       = "events/recommendations/rebalance"
+	PathScheduled       = "events/maintenance/scheduled"
+	PathLifecycle       = "autoscaling/target-lifecycle-state"
+	PathInstanceID      = "instance-id"
+)
+
+const (
+	tokenPath      = "/latest/api/token"
+	metadataPrefix = "/latest/meta-data/"
+	tokenHeader    = "X-Aws-Ec2-Metadata-Token"
+	ttlHeader      = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
+)
+
+// A ScheduledEvent is one entry of events/maintenance/scheduled. Times are
+// written in IMDS's format ("21 Jan 2019 09:00:43 GMT"); a zero NotAfter is
+// left out, as IMDS does for some events.
+type ScheduledEvent struct {
+	Code        string // instance-reboot, system-reboot, system-maintenance, instance-retirement, instance-stop
+	Description string
+	EventID     string
+	NotBefore   time.Time
+	NotAfter    time.Time
+	State       string // active, canceled, completed; empty means active
+}
+
+// A Server is a fake IMDS. Create it with NewServer and Close it when done.
+type Server struct {
+	// URL is the endpoint, such as http://127.0.0.1:41234, for
+	// imds.Config.Endpoint or AWS_EC2_METADATA_SERVICE_ENDPOINT.
+	URL string
+
+	addr string
+	srv  *http.Server
+
+	mu           sync.Mutex
+	ln           net.Listener
+	serving      chan struct{} // closed when the current Serve returns
+	conns        map[net.Conn]struct{}
+	closed       bool
+	released     chan struct{} // closed by Close and Stop: frees handlers held by a delay
+	tokens       map[string]time.Time
+	tokenOpt     bool // tokens optional (IMDSv1 allowed)
+	action       string
+	actionTime   time.Time // zero: request time + 2 minutes, like the AWS mock
+	rebalance    time.Time
+	hasRebalance bool
+	scheduled    []ScheduledEvent
+	lifecycle    string
+	faults       []fault
+	delay        time.Duration
+	overrides    map[string]response
+	counts       map[string]int
+	inFlight     int
+	served       chan struct{} // closed and replaced when a request arrives or is answered
+}
+
+type response struct {
+	status int
+	body   string
+}
+
+type fault struct {
+	status int
+	body   string
+}
+
+// NewServer starts a fake IMDS on 127.0.0.1 with nothing pending and
+// IMDSv2 tokens required.
+func NewServer() *Server {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic("imdstest: listen: " + err.Error())
+	}
+	s := &Server{
+		addr:      ln.Addr().String(),
+		conns:     map[net.Conn]struct{}{},
+		released:  make(chan struct{}),
+		tokens:    map[string]time.Time{},
+		overrides: map[string]response{},
+		counts:    map[string]int{},
+		served:    make(chan struct{}),
+	}
+	s.URL = "http://" + s.addr
+	s.srv = &http.Server{
+		Handler:     http.HandlerFunc(s.handle),
+		ConnState:   s.connState,
+		ReadTimeout: 10 * time.Second,
+	}
+	s.serve(ln)
+	return s
+}
+
+func (s *Server) serve(ln net.Listener) {
+	s.ln = ln
+	done := make(chan struct{})
+	s.serving = done
+	go func() {
+		defer close(done)
+		_ = s.srv.Serve(ln) // ends when ln is closed
+	}()
+}
+
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		s.conns[c] = struct{}{}
+	case http.StateClosed, http.StateHijacked:
+		delete(s.conns, c)
+	}
+}
+
+// Stop makes the server go away, as IMDS does when the network path to it
+// breaks: it stops listening and drops every open connection, so clients see
+// connection refused or reset. Start brings it back on the same address with
+// the same state. Stop on a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	ln, done := s.ln, s.serving
+	s.ln = nil
+	if ln != nil {
+		close(s.released)
+		s.released = make(chan struct{})
+		for c := range s.conns {
+			c.Close()
+		}
+	}
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+		<-done
+	}
+}
+
+// Start brings a stopped server back on its address. It returns an error if
+// the address cannot be had again, or if the server was closed.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("imdstest: server closed")
+	}
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("imdstest: listen again on %s: %w", s.addr, err)
+	}
+	s.serve(ln)
+	return nil
+}
+
+// Close shuts the server down and waits for its goroutines to end.
+func (s *Server) Close() {
+	s.Stop()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.srv.Close()
+}
+
+// SetInterruption schedules a spot interruption: spot/instance-action
+// answers {"action": action, "time": at} (and spot/termination-time answers
+// at) until ClearInterruption. action is normally "terminate", "stop" or
+// "hibernate"; it is served as given. A zero at makes the server answer with
+// the request time plus two minutes, recomputed on every request, as the AWS
+// metadata mock does.
+func (s *Server) SetInterruption(action string, at time.Time) {
+	s.mu.Lock()
+	s.action, s.actionTime = action, at
+	s.mu.Unlock()
+}
+
+// ClearInterruption makes spot/instance-action answer 404 again.
+func (s *Server) ClearInterruption() { s.SetInterruption("", time.Time{}) }
+
+// SetRebalance makes events/recommendations/rebalance answer
+// {"noticeTime": at}.
+func (s *Server) SetRebalance(at time.Time) {
+	s.mu.Lock()
+	s.rebalance, s.hasRebalance = at, true
+	s.mu.Unlock()
+}
+
+// ClearRebalance makes events/recommendations/rebalance answer 404 again.
+func (s *Server) ClearRebalance() {
+	s.mu.Lock()
+	s.hasRebalance = false
+	s.mu.Unlock()
+}
+
+// SetScheduledEvents sets the list that events/maintenance/scheduled
+// serves; with no events it serves [].
+func (s *Server) SetScheduledEvents(events ...ScheduledEvent) {
+	s.mu.Lock()
+	s.scheduled = append([]ScheduledEvent(nil), events...)
+	s.mu.Unlock()
+}
+
+// SetLifecycleState sets autoscaling/target-lifecycle-state, such as
+// "InService" or "Terminated"; "" makes it answer 404, as for an instance
+// that never transitioned.
+func (s *Server) SetLifecycleState(state string) {
+	s.mu.Lock()
+	s.lifecycle = state
+	s.mu.Unlock()
+}
+
+// SetTokensOptional allows requests without a token (IMDSv1) when optional
+// is true. A request with an invalid or expired token still gets 401.
+func (s *Server) SetTokensOptional(optional bool) {
+	s.mu.Lock()
+	s.tokenOpt = optional
+	s.mu.Unlock()
+}
+
+// ExpireTokens invalidates every token issued so far, as a restart of the
+// metadata service does: the next request with one of them gets 401.
+func (s *Server) ExpireTokens() {
+	s.mu.Lock()
+	clear(s.tokens)
+	s.mu.Unlock()
+}
+
+// FailNext makes the next n metadata requests (token requests included)
+// answer status with body, before any other processing; a burst of 429 or
+// 503 is FailNext(n, 503, ""). Calls add up.
+func (s *Server) FailNext(n int, status int, body string) {
+	s.mu.Lock()
+	for range n {
+		s.faults = append(s.faults, fault{status, body})
+	}
+	s.mu.Unlock()
+}
+
+// SetResponse makes path (such as PathInstanceAction) answer status and
+// body, whatever its state, until ClearResponse: a truncated JSON document,
+// an HTML page with status 200, a 500.
+func (s *Server) SetResponse(path string, status int, body string) {
+	s.mu.Lock()
+	s.overrides[path] = response{status, body}
+	s.mu.Unlock()
+}
+
+// ClearResponse undoes SetResponse for path.
+func (s *Server) ClearResponse(path string) {
+	s.mu.Lock()
+	delete(s.overrides, path)
+	s.mu.Unlock()
+}
+
+// SetDelay makes every request wait d before it is answered (0: answer at
+// once). A waiting request ends early if its client goes away or the
+// server is stopped or closed.
+func (s *Server) SetDelay(d time.Duration) {
+	s.mu.Lock()
+	s.delay = d
+	s.mu.Unlock()
+}
+
+// Requests returns how many requests for path (such as PathInstanceAction,
+// or "api/token" for the token) the server has answered.
+func (s *Server) Requests(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[path]
+}
+
+// Served returns a channel that is closed when a request next arrives or
+// is answered, so that a test can wait for a poll without sleeping: take
+// the channel, check Requests or InFlight, and wait on the channel if the
+// count is not there yet.
+func (s *Server) Served() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimPrefix(r.URL.Path, metadataPrefix)
+	if r.URL.Path == tokenPath {
+		key = "api/token"
+	}
+	s.arrive()
+	defer s.count(key)
+
+	s.mu.Lock()
+	delay, released := s.delay, s.released
+	s.mu.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-released:
+			t.Stop()
+			return
+		}
+	}
+
+	s.mu.Lock()
+	if len(s.faults) > 0 {
+		f := s.faults[0]
+		s.faults = s.faults[1:]
+		s.mu.Unlock()
+		write(w, f.status, f.body)
+		return
+	}
+	s.mu.Unlock()
+
+	if r.URL.Path == tokenPath {
+		s.token(w, r)
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, metadataPrefix) {
+		write(w, http.StatusNotFound, "")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		write(w, http.StatusMethodNotAllowed, "")
+		return
+	}
+	if status := s.authorize(r); status != http.StatusOK {
+		write(w, status, "")
+		return
+	}
+	status, body := s.metadata(key, time.Now())
+	write(w, status, body)
+}
+
+func (s *Server) arrive() {
+	s.mu.Lock()
+	s.inFlight++
+	close(s.served)
+	s.served = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Server) count(key string) {
+	s.mu.Lock()
+	s.inFlight--
+	s.counts[key]++
+	close(s.served)
+	s.served = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// InFlight returns how many requests the server is answering now, such as
+// requests held by SetDelay.
+func (s *Server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
+func write(w http.ResponseWriter, status int, body string) {
+	if body == "" && status != http.StatusOK {
+		body = http.StatusText(status)
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// token serves PUT /latest/api/token as IMDS does.
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPut {
+		write(w, http.StatusMethodNotAllowed, "")
+		return
+	}
+	if r.Header.Get("X-Forwarded-For") != "" {
+		write(w, http.StatusForbidden, "")
+		return
+	}
+	ttl, err := strconv.Atoi(r.Header.Get(ttlHeader))
+	if err != nil || ttl < 1 || ttl > 21600 {
+		write(w, http.StatusBadRequest, "")
+		return
+	}
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	tok := hex.EncodeToString(b[:])
+	s.mu.Lock()
+	s.tokens[tok] = time.Now().Add(time.Duration(ttl) * time.Second)
+	s.mu.Unlock()
+	w.Header().Set(ttlHeader, strconv.Itoa(ttl))
+	write(w, http.StatusOK, tok)
+}
+
+func (s *Server) authorize(r *http.Request) int {
+	tok := r.Header.Get(tokenHeader)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tok == "" {
+		if s.tokenOpt {
+			return http.StatusOK
+		}
+		return http.StatusUnauthorized
+	}
+	exp, ok := s.tokens[tok]
+	if !ok || time.Now().After(exp) {
+		delete(s.tokens, tok)
+		return http.StatusUnauthorized
+	}
+	return http.StatusOK
+}
+
+func (s *Server) metadata(key string, now time.Time) (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.overrides[key]; ok {
+		return o.status, o.body
+	}
+	switch key {
+	case PathInstanceAction, PathTerminationTime:
+		if s.action == "" {
+			return http.StatusNotFound, ""
+		}
+		at := s.actionTime
+		if at.IsZero() {
+			at = now.Add(2 * time.Minute)
+		}
+		stamp := at.UTC().Format("2006-01-02T15:04:05Z")
+		if key == PathTerminationTime {
+			return http.StatusOK, stamp
+		}
+		b, _ := json.Marshal(map[string]string{"action": s.action, "time": stamp})
+		return http.StatusOK, string(b)
+	case PathRebalance:
+		if !s.hasRebalance {
+			return http.StatusNotFound, ""
+		}
+		b, _ := json.Marshal(map[string]string{"noticeTime": s.rebalance.UTC().Format("2006-01-02T15:04:05Z")})
+		return http.StatusOK, string(b)
+	case PathScheduled:
+		out := make([]map[string]string, 0, len(s.scheduled))
+		for _, e := range s.scheduled {
+			m := map[string]string{
+				"Code":        e.Code,
+				"Description": e.Description,
+				"EventId":     e.EventID,
+				"NotBefore":   imdsTime(e.NotBefore),
+				"State":       e.State,
+			}
+			if m["State"] == "" {
+				m["State"] = "active"
+			}
+			if !e.NotAfter.IsZero() {
+				m["NotAfter"] = imdsTime(e.NotAfter)
+			}
+			out = append(out, m)
+		}
+		b, _ := json.Marshal(out)
+		return http.StatusOK, string(b)
+	case PathLifecycle:
+		if s.lifecycle == "" {
+			return http.StatusNotFound, ""
+		}
+		return http.StatusOK, s.lifecycle
+	case PathInstanceID:
+		return http.StatusOK, "i-0123456789abcdef0"
+	}
+	return http.StatusNotFound, ""
+}
+
+// imdsTime formats t as IMDS writes scheduled-event times.
+func imdsTime(t time.Time) string { return t.UTC().Format("2 Jan 2006 15:04:05 GMT") }

@@ -1,0 +1,183 @@
+package imds
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+)
+
+// Real payloads, from the EC2 User Guide and the AWS metadata mock.
+var (
+	realInstanceAction = []string{
+		`{"action": "terminate", "time": "2017-09-18T08:22:00Z"}`,
+		`{"action":"stop","time":"2017-09-18T08:22:00Z"}`,
+		`{"action": "hibernate", "time": "2020-06-04T08:22:00Z"}`,
+	}
+	realRebalance = []string{`{"noticeTime": "2020-10-27T08:22:00Z"}`}
+	realScheduled = []string{
+		`[]`,
+		`[ {
+    "NotBefore" : "21 Jan 2019 09:00:43 GMT",
+    "Code" : "system-reboot",
+    "Description" : "scheduled reboot",
+    "EventId" : "instance-event-0d59937288b749b32",
+    "NotAfter" : "21 Jan 2019 09:17:23 GMT",
+    "State" : "active"
+  } ]`,
+		`[{"NotBefore":"21 Jan 2019 09:00:43 GMT","Code":"instance-retirement","Description":"retiring","EventId":"instance-event-1","State":"active"}]`,
+		`[{"NotBefore":"21 Jan 2019 09:00:43 GMT","Code":"instance-stop","Description":"stop","EventId":"instance-event-2","NotAfter":"21 Jan 2019 09:17:23 GMT","State":"canceled"}]`,
+	}
+	realLifecycle = []string{"InService", "Terminated", "Detached", "Standby", "Warmed:Stopped", "Warmed:Running\n"}
+)
+
+func TestParseInstanceAction(t *testing.T) {
+	a, err := parseInstanceAction([]byte(realInstanceAction[0]))
+	require.NoError(t, err)
+	assert.Equal(t, termsig.Terminate, a.Kind)
+	assert.Equal(t, time.Date(2017, 9, 18, 8, 22, 0, 0, time.UTC), a.Deadline)
+
+	a, err = parseInstanceAction([]byte(`{"action": "STOP", "time": "soon"}`))
+	require.NoError(t, err, "a known action is enough")
+	assert.Equal(t, termsig.Stop, a.Kind)
+	assert.True(t, a.Deadline.IsZero())
+
+	for _, bad := range []string{``, `null`, `{}`, `[]`, `"terminate"`, `{"action": 1}`, `{"action": "reboot"}`, `{"action":"terminate"} {}`, `<html>`} {
+		_, err := parseInstanceAction([]byte(bad))
+		assert.ErrorIs(t, err, errBadPayload, bad)
+	}
+}
+
+func TestParseScheduled(t *testing.T) {
+	evs, err := parseScheduled([]byte(realScheduled[1]))
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, "instance-event-0d59937288b749b32", evs[0].EventID)
+	assert.True(t, evs[0].active())
+	assert.Equal(t, time.Date(2019, 1, 21, 9, 0, 43, 0, time.UTC), parseEventTime(evs[0].NotBefore).UTC())
+
+	evs, err = parseScheduled([]byte(realScheduled[3]))
+	require.NoError(t, err)
+	assert.False(t, evs[0].active())
+
+	for _, bad := range []string{``, `null`, `{}`, `[{}]`, `[{"Code": "x"}]`, `[] []`, `<html>`} {
+		_, err := parseScheduled([]byte(bad))
+		assert.ErrorIs(t, err, errBadPayload, bad)
+	}
+	assert.True(t, parseEventTime("garbage").IsZero())
+}
+
+func TestParseLifecycle(t *testing.T) {
+	for _, s := range realLifecycle {
+		_, err := parseLifecycle([]byte(s))
+		assert.NoError(t, err, s)
+	}
+	for _, bad := range []string{"", "<html>", "In Service", "Terminated!", string(make([]byte, 100))} {
+		_, err := parseLifecycle([]byte(bad))
+		assert.ErrorIs(t, err, errBadPayload, bad)
+	}
+}
+
+// The fuzz tests check the handlers, not only the parsers: whatever the
+// bytes, no panic, and no notice unless the bytes really say so.
+
+func FuzzInstanceAction(f *testing.F) {
+	for _, s := range realInstanceAction {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`<html><body>Terminated</body></html>`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a, err := parseInstanceAction(body)
+		notices, herr := newSpotHandler()(true, body)
+		if err != nil {
+			if !errors.Is(err, errBadPayload) || herr == nil || len(notices) != 0 {
+				t.Fatalf("bad payload %q: err %v, handler %v, %v", body, err, herr, notices)
+			}
+			return
+		}
+		if len(notices) != 1 || !notices[0].Kind.Imminent() || notices[0].Kind != a.Kind {
+			t.Fatalf("payload %q: notices %v", body, notices)
+		}
+	})
+}
+
+func FuzzRebalance(f *testing.F) {
+	for _, s := range realRebalance {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, err := parseRebalance(body)
+		notices, herr := newRebalanceHandler()(true, body)
+		if (err == nil) != (herr == nil) {
+			t.Fatalf("payload %q: %v vs %v", body, err, herr)
+		}
+		for _, n := range notices {
+			if n.Kind != termsig.Rebalance {
+				t.Fatalf("payload %q: notice %v", body, n)
+			}
+		}
+	})
+}
+
+func FuzzScheduled(f *testing.F) {
+	for _, s := range realScheduled {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		handle := newScheduledHandler()
+		// A bad payload after a real one must not clear anything.
+		first, err := handle(true, []byte(realScheduled[1]))
+		if err != nil || len(first) != 1 {
+			t.Fatalf("seed: %v %v", first, err)
+		}
+		notices, err := handle(true, body)
+		if _, perr := parseScheduled(body); perr != nil {
+			if err == nil || len(notices) != 0 {
+				t.Fatalf("bad payload %q gave %v, %v", body, notices, err)
+			}
+			return
+		}
+		for _, n := range notices {
+			if n.Kind != termsig.Maintenance && n.Kind != termsig.Cleared {
+				t.Fatalf("payload %q: notice %v", body, n)
+			}
+		}
+	})
+}
+
+func FuzzLifecycle(f *testing.F) {
+	for _, s := range realLifecycle {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		notices, err := newLifecycleHandler()(true, body)
+		state, perr := parseLifecycle(body)
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("payload %q: %v vs %v", body, err, perr)
+		}
+		if len(notices) > 0 && state != "Terminated" {
+			t.Fatalf("payload %q (state %q): notices %v", body, state, notices)
+		}
+	})
+}
+
+func TestBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		interval, limit time.Duration
+		n               int
+		want            time.Duration
+	}{
+		{time.Second, 10 * time.Second, 1, time.Second},
+		{time.Second, 10 * time.Second, 2, 2 * time.Second},
+		{time.Second, 10 * time.Second, 4, 8 * time.Second},
+		{time.Second, 10 * time.Second, 5, 10 * time.Second},
+		{time.Second, 10 * time.Second, 1000, 10 * time.Second},
+		{30 * time.Second, 10 * time.Second, 3, 30 * time.Second},
+	} {
+		assert.Equal(t, tc.want, backoff(tc.interval, tc.limit, tc.n), "%+v", tc)
+	}
+}

@@ -1,0 +1,58 @@
+//go:build unix
+
+package imds
+
+import (
+	"context"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
+	"github.com/termsig/termsig/imds/imdstest"
+)
+
+// BenchmarkPollCycle measures one poll cycle: one poll of each of the four
+// paths, against the fake IMDS on loopback with nothing pending (three 404s
+// and an empty scheduled-events list). cpu-us/op is the process's user and
+// system CPU time per cycle, the fake server's share included.
+func BenchmarkPollCycle(b *testing.B) {
+	srv := imdstest.NewServer()
+	defer srv.Close()
+	tr := newTransport()
+	defer tr.CloseIdleConnections()
+	cfg := Config{Endpoint: srv.URL, Interval: time.Second, AdvisoryInterval: time.Second, Timeout: 2 * time.Second, Events: AllEvents}
+	client := awsimds.New(awsimds.Options{
+		Endpoint:                 srv.URL,
+		HTTPClient:               &http.Client{Transport: tr},
+		Retryer:                  newRetryer(cfg.Interval),
+		DisableDefaultMaxBackoff: true,
+	})
+	w := &watcher{cfg: &cfg, client: client}
+	ps := w.pollers()
+	ctx := context.Background()
+	poll := func() {
+		for _, p := range ps {
+			if _, err := w.poll(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	poll() // token and connection
+	b.ReportAllocs()
+	before := cpuTime()
+	for b.Loop() {
+		poll()
+	}
+	b.ReportMetric(float64((cpuTime()-before)/time.Microsecond)/float64(b.N), "cpu-us/op")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
