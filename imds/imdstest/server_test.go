@@ -82,7 +82,9 @@ func TestStateAndFaults(t *testing.T) {
 	defer srv.Close()
 	srv.SetTokensOptional(true)
 	c := client(t)
-	get := func(path string) (int, string) { return do(t, c, http.MethodGet, srv.URL+"/latest/meta-data/"+path, nil) }
+	get := func(path string) (int, string) {
+		return do(t, c, http.MethodGet, srv.URL+"/latest/meta-data/"+path, nil)
+	}
 
 	for _, p := range []string{imdstest.PathInstanceAction, imdstest.PathTerminationTime, imdstest.PathRebalance, imdstest.PathLifecycle, "no/such/path"} {
 		status, _ := get(p)
