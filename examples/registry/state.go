@@ -1,0 +1,250 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// stateVersion is written into the state file so that pointing -state at
+// some other JSON file is refused instead of overwritten.
+const stateVersion = 1
+
+// state is everything the registry knows, exactly as it is written to the
+// state file. A committed state is never modified: a change is made to a
+// clone, which replaces it once it is on disk (see Server.change), so readers
+// may use a committed state without holding the lock.
+type state struct {
+	Version    int         `json:"version"`
+	NextRunner int         `json:"next_runner"` // number of the next runner id
+	NextJob    int         `json:"next_job"`    // number of the next job id
+	Runners    []Runner    `json:"runners"`     // by id
+	Jobs       []jobRecord `json:"jobs"`        // by id, that is by creation
+}
+
+// jobRecord is a Job plus what the registry needs but does not show.
+type jobRecord struct {
+	Job
+	// AttemptStarted is when the running attempt was claimed; it goes into
+	// the Attempt written to History when the attempt ends.
+	AttemptStarted time.Time `json:"attempt_started,omitzero"`
+}
+
+func newState() *state {
+	return &state{Version: stateVersion, NextRunner: 1, NextJob: 1, Runners: []Runner{}, Jobs: []jobRecord{}}
+}
+
+func (st *state) clone() *state {
+	c := *st
+	c.Runners = make([]Runner, len(st.Runners))
+	for i, r := range st.Runners {
+		r.Labels = slices.Clone(r.Labels)
+		c.Runners[i] = r
+	}
+	c.Jobs = make([]jobRecord, len(st.Jobs))
+	for i, j := range st.Jobs {
+		j.ExitCode = cloneInt(j.ExitCode)
+		j.History = slices.Clone(j.History)
+		for k := range j.History {
+			j.History[k].ExitCode = cloneInt(j.History[k].ExitCode)
+		}
+		c.Jobs[i] = j
+	}
+	return &c
+}
+
+func cloneInt(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func (st *state) runner(id string) (int, *Runner) {
+	for i := range st.Runners {
+		if st.Runners[i].ID == id {
+			return i, &st.Runners[i]
+		}
+	}
+	return -1, nil
+}
+
+func (st *state) job(id string) *jobRecord {
+	for i := range st.Jobs {
+		if st.Jobs[i].ID == id {
+			return &st.Jobs[i]
+		}
+	}
+	return nil
+}
+
+// loadState reads the state file at path; a missing file is an empty state,
+// provided that its directory exists, so that a mistyped -state fails at
+// start-up rather than at the first change.
+func loadState(path string) (*state, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(path)
+		if fi, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("registry: state file %s: %w", path, err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("registry: state file %s: %s is not a directory", path, dir)
+		}
+		return newState(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: state file: %w", err)
+	}
+	st, err := parseState(data)
+	if err != nil {
+		return nil, fmt.Errorf("registry: state file %s is corrupt: %w", path, err)
+	}
+	return st, nil
+}
+
+// parseState decodes and checks a state file. Anything it accepts keeps the
+// invariants that the handlers rely on; anything else is an error.
+func parseState(data []byte) (*state, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var st state
+	if err := dec.Decode(&st); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("data after the JSON object")
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("version %d, want %d", st.Version, stateVersion)
+	}
+	if st.NextRunner < 1 || st.NextJob < 1 {
+		return nil, fmt.Errorf("next ids %d and %d must be at least 1", st.NextRunner, st.NextJob)
+	}
+	if st.Runners == nil {
+		st.Runners = []Runner{}
+	}
+	if st.Jobs == nil {
+		st.Jobs = []jobRecord{}
+	}
+
+	names := map[string]bool{}
+	last := 0
+	for i := range st.Runners {
+		r := &st.Runners[i]
+		n, ok := idNumber("r-", r.ID)
+		if !ok || n <= last || n >= st.NextRunner {
+			return nil, fmt.Errorf("runner id %q: not r-N, out of order or not below next_runner %d", r.ID, st.NextRunner)
+		}
+		last = n
+		if strings.TrimSpace(r.Name) == "" || names[r.Name] {
+			return nil, fmt.Errorf("runner %s: empty or duplicate name %q", r.ID, r.Name)
+		}
+		names[r.Name] = true
+		if r.Labels == nil {
+			r.Labels = []string{}
+		}
+	}
+
+	last = 0
+	for i := range st.Jobs {
+		j := &st.Jobs[i]
+		n, ok := idNumber("j-", j.ID)
+		if !ok || n <= last || n >= st.NextJob {
+			return nil, fmt.Errorf("job id %q: not j-N, out of order or not below next_job %d", j.ID, st.NextJob)
+		}
+		last = n
+		if strings.TrimSpace(j.Command) == "" {
+			return nil, fmt.Errorf("job %s: empty command", j.ID)
+		}
+		if j.History == nil {
+			j.History = []Attempt{}
+		}
+		if j.Attempts < len(j.History) {
+			return nil, fmt.Errorf("job %s: %d attempts but %d in its history", j.ID, j.Attempts, len(j.History))
+		}
+		switch j.State {
+		case JobRunning:
+			_, r := st.runner(j.RunnerID)
+			if r == nil || r.JobID != j.ID || j.Attempts != len(j.History)+1 {
+				return nil, fmt.Errorf("job %s: running on %q, which is not running it", j.ID, j.RunnerID)
+			}
+		case JobQueued, JobSucceeded, JobFailed:
+			if j.RunnerID != "" || !j.AttemptStarted.IsZero() || j.Attempts != len(j.History) {
+				return nil, fmt.Errorf("job %s: %s but has a runner or an unfinished attempt", j.ID, j.State)
+			}
+		default:
+			return nil, fmt.Errorf("job %s: state %q", j.ID, j.State)
+		}
+	}
+	for _, r := range st.Runners {
+		if r.JobID == "" {
+			continue
+		}
+		if j := st.job(r.JobID); j == nil || j.State != JobRunning || j.RunnerID != r.ID {
+			return nil, fmt.Errorf("runner %s: job %q is not running on it", r.ID, r.JobID)
+		}
+	}
+	return &st, nil
+}
+
+// idNumber returns N for an id prefix+N written the way the registry writes
+// it (decimal, no sign, no leading zero).
+func idNumber(prefix, id string) (int, bool) {
+	s, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || strconv.Itoa(n) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// save writes st to path so that the file holds either the previous state or
+// this one, even if the machine loses power half-way: write a temporary file
+// in the same directory, fsync it, rename it over the old one, fsync the
+// directory so that the rename itself is durable.
+//
+// An error means that the file still holds the previous state. Once the
+// rename is done the new state is what everyone reading the file sees, so a
+// failure to fsync the directory after it is only a warning: reporting the
+// change as failed would make memory and disk disagree.
+func (st *state) save(path string) (warning, err error) {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	data = append(data, '\n')
+
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	return syncDir(dir), nil
+}
