@@ -1,8 +1,10 @@
 package sources
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
@@ -55,6 +57,40 @@ func Detect(cfg Config) []termsig.Source {
 	}
 	return srcs
 }
+
+// Names are the names ByName knows, in Detect's order.
+var names = []string{signal.Name, imds.Name}
+
+// ByName returns the sources named in names (such as "signal", "imds"),
+// configured by cfg, whether or not they apply on this host: one that does
+// not returns termsig.ErrUnavailable from Watch and retires quietly. It is
+// for programs that let the user choose; Detect chooses by itself. An
+// unknown or repeated name is an error.
+func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
+	var srcs []termsig.Source
+	seen := map[string]bool{}
+	for _, name := range names {
+		name = strings.TrimSpace(name)
+		if seen[name] {
+			return nil, fmt.Errorf("sources: %q named twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case signal.Name:
+			srcs = append(srcs, signal.New(cfg.Signals...))
+		case imds.Name:
+			ic := cfg.IMDS
+			inherit(&ic.Logger, &ic.Root, cfg)
+			srcs = append(srcs, imds.New(ic))
+		default:
+			return nil, fmt.Errorf("sources: unknown source %q (known: %s)", name, strings.Join(Names(), ", "))
+		}
+	}
+	return srcs, nil
+}
+
+// Names returns the names of the sources this package knows.
+func Names() []string { return append([]string(nil), names...) }
 
 // inherit fills a source's Logger and Root from cfg where they are unset.
 func inherit(logger **slog.Logger, root *string, cfg Config) {

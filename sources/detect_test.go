@@ -67,3 +67,16 @@ func TestDetect(t *testing.T) {
 func TestDetectOnThisHost(t *testing.T) {
 	assert.Contains(t, names(sources.Config{}), "signal")
 }
+
+func TestByName(t *testing.T) {
+	srcs, err := sources.ByName(sources.Config{}, "imds", " signal")
+	require.NoError(t, err)
+	require.Len(t, srcs, 2)
+	assert.Equal(t, "imds", srcs[0].Name())
+	assert.Equal(t, "signal", srcs[1].Name())
+
+	_, err = sources.ByName(sources.Config{}, "signal", "signal")
+	assert.ErrorContains(t, err, `"signal" named twice`)
+	_, err = sources.ByName(sources.Config{}, "azure")
+	assert.ErrorContains(t, err, `unknown source "azure" (known: signal, imds`)
+}

@@ -1,0 +1,164 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/examples/registry"
+	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/signal"
+)
+
+// The demo's script: jobs to queue, when the fake IMDS announces the spot
+// interruption, and how far ahead its deadline is.
+var (
+	demoJobs = []string{
+		"echo compiling; sleep 1",
+		"echo unit tests; sleep 1",
+		"echo integration tests; sleep 30",
+		"echo packaging; sleep 1",
+	}
+	demoLongJob     = "j-3"           // the interruption comes while it runs
+	demoNoticeAfter = 1 * time.Second // of the long job running
+	demoDeadline    = 10 * time.Second
+)
+
+// runDemo runs the runner against an embedded registry and a fake IMDS on
+// loopback: no cloud and no setup. The fake announces a spot interruption
+// while the long job runs; the runner drains, re-queues it, unregisters and
+// exits. The registry's state is printed at the end.
+func runDemo(tl *timeline, cfg config) int {
+	dir, err := os.MkdirTemp("", "termsig-demo-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return exitStartup
+	}
+	defer os.RemoveAll(dir)
+
+	reg, err := registry.NewServer(filepath.Join(dir, "registry.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return exitStartup
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return exitStartup
+	}
+	hs := &http.Server{Handler: reg}
+	go hs.Serve(ln)
+	defer hs.Close()
+	url := "http://" + ln.Addr().String()
+	client := registry.NewClient(url, nil)
+
+	fake := imdstest.NewServer()
+	defer fake.Close()
+
+	ctx := context.Background()
+	for _, c := range demoJobs {
+		if _, err := client.Enqueue(ctx, c); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			return exitStartup
+		}
+	}
+	fmt.Fprintf(os.Stderr, "demo: registry on %s with %d jobs queued; fake IMDS on %s\n", url, len(demoJobs), fake.URL)
+	fmt.Fprintf(os.Stderr, "demo: once job %s has run for %v, the fake IMDS announces a spot interruption with a deadline %v later\n\n", demoLongJob, demoNoticeAfter, demoDeadline)
+
+	stopAnnouncer := announceWhenRunning(client, fake, tl)
+	defer stopAnnouncer()
+
+	cfg.name = "demo-runner"
+	cfg.poll = 200 * time.Millisecond
+	cfg.margin = 2 * time.Second
+	n := termsig.Config{Logger: newLogger(tl)}.New(
+		signal.New(),
+		imds.New(imds.Config{Endpoint: fake.URL}), // default intervals: what a real runner would use
+	)
+	defer n.Stop()
+	r := &runner{
+		cfg:     cfg,
+		svc:     registryService{client},
+		tl:      tl,
+		notices: n.C(),
+		stop:    n.Stop,
+		notify:  func(string) {}, // not under systemd
+	}
+	code := r.run()
+
+	fmt.Fprintln(os.Stderr)
+	if err := printState(os.Stderr, client); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+	}
+	fmt.Fprintf(os.Stderr, "\nrunner exit status %d\n", code)
+	return code
+}
+
+// printState prints the registry's runners and jobs.
+func printState(w *os.File, c *registry.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	runners, rerr := c.Runners(ctx, "")
+	jobs, jerr := c.Jobs(ctx)
+	if err := errors.Join(rerr, jerr); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "registry: %d runner(s) registered\n", len(runners))
+	for _, r := range runners {
+		fmt.Fprintf(w, "  %s %s\n", r.ID, r.Name)
+	}
+	fmt.Fprintln(w, "registry: jobs")
+	for _, j := range jobs {
+		var hist []string
+		for _, a := range j.History {
+			hist = append(hist, fmt.Sprintf("attempt %d on %s: %s", a.Attempt, a.RunnerID, a.State))
+		}
+		fmt.Fprintf(w, "  %-4s %-11s %-34q %s\n", j.ID, j.State, j.Command, strings.Join(hist, "; "))
+	}
+	return nil
+}
+
+// announceWhenRunning makes the fake IMDS announce the spot interruption
+// once the demo's long job has run for demoNoticeAfter, whatever the speed
+// of the machine. It returns a function that stops it.
+func announceWhenRunning(c *registry.Client, fake *imdstest.Server, tl *timeline) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if j, err := c.Job(ctx, demoLongJob); err != nil || j.State != "running" {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(demoNoticeAfter):
+			}
+			fake.SetInterruption("terminate", time.Now().Add(demoDeadline).Truncate(time.Second))
+			tl.Printf("[demo] the fake IMDS now answers spot/instance-action: terminate")
+			return
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

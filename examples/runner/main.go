@@ -1,0 +1,162 @@
+//go:build linux
+
+// Command runner is an example CI runner built on termsig: it registers
+// with a CI service, runs jobs, and when the machine or the process is
+// about to go away (a spot interruption, a preemption, SIGTERM from
+// systemd, Ctrl-C) it stops claiming, stops its job, re-queues it,
+// unregisters and exits cleanly before the deadline. SIGHUP makes it finish
+// its job and re-execute itself in place, keeping its registration.
+//
+//	go run ./examples/runner -demo
+//
+// See README.md for the flags, the exit statuses and the systemd unit.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/examples/registry"
+	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/sources"
+)
+
+func main() { os.Exit(realMain(os.Args[1:])) }
+
+func realMain(args []string) int {
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	var (
+		url          = fs.String("registry", "http://127.0.0.1:8321", "base URL of the CI service (the example registry)")
+		name         = fs.String("name", host, "runner name; a stale registration of this name is removed at start")
+		labels       = fs.String("labels", "linux", "comma-separated runner labels")
+		srcs         = fs.String("sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
+		poll         = fs.Duration("poll", 2*time.Second, "how often to ask for a job when idle")
+		grace        = fs.Duration("grace", 30*time.Second, "longest wait for a job to exit after SIGTERM before SIGKILL")
+		margin       = fs.Duration("margin", 10*time.Second, "time kept before the deadline for re-queueing and unregistering")
+		stopTimeout  = fs.Duration("stop-timeout", 80*time.Second, "deadline of a notice that has none (SIGTERM, SIGINT); keep it below systemd's TimeoutStopSec")
+		regTimeout   = fs.Duration("register-timeout", time.Minute, "give up (exit 1) if registering fails for this long")
+		onAdvice     = fs.String("on-advice", "drain", `what rebalance and maintenance notices do: "drain" (stop claiming, finish the job, stay registered) or "ignore"`)
+		imdsInterval = fs.Duration("imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
+		imdsAdvisory = fs.Duration("imds-advisory-interval", 0, "IMDS polling interval for rebalance and maintenance (0: the imds default, 30s)")
+		demo         = fs.Bool("demo", false, "run a self-contained demo: embedded registry, fake IMDS, a spot interruption")
+	)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	cfg := config{
+		name:            *name,
+		labels:          splitList(*labels),
+		poll:            *poll,
+		grace:           *grace,
+		margin:          *margin,
+		stopTimeout:     *stopTimeout,
+		registerTimeout: *regTimeout,
+		onAdvice:        *onAdvice,
+		resumeID:        os.Getenv(runnerIDEnv),
+	}
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return exitUsage
+	}
+	tl := newTimeline(os.Stderr)
+	if *demo {
+		return runDemo(tl, cfg)
+	}
+
+	log := newLogger(tl)
+	picked, err := pickSources(*srcs, sources.Config{Logger: log, IMDS: imds.Config{Interval: *imdsInterval, AdvisoryInterval: *imdsAdvisory}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return exitUsage
+	}
+	n := termsig.Config{Logger: log}.New(picked...)
+	defer n.Stop()
+	tl.Printf("runner %s starting (pid %d), CI service %s, sources %s", cfg.name, os.Getpid(), *url, sourceNames(picked))
+	r := &runner{
+		cfg:     cfg,
+		svc:     registryService{registry.NewClient(*url, nil)},
+		tl:      tl,
+		notices: n.C(),
+		stop:    n.Stop,
+		notify:  sdNotify(tl),
+	}
+	return r.run()
+}
+
+func (c config) validate() error {
+	switch {
+	case c.name == "":
+		return fmt.Errorf("-name is empty")
+	case c.poll <= 0 || c.grace <= 0 || c.margin < 0 || c.stopTimeout <= 0 || c.registerTimeout <= 0:
+		return fmt.Errorf("-poll, -grace, -stop-timeout and -register-timeout must be positive, -margin not negative")
+	case c.margin >= c.stopTimeout:
+		return fmt.Errorf("-margin (%v) must be shorter than -stop-timeout (%v)", c.margin, c.stopTimeout)
+	case c.onAdvice != "drain" && c.onAdvice != "ignore":
+		return fmt.Errorf(`-on-advice must be "drain" or "ignore", not %q`, c.onAdvice)
+	}
+	return nil
+}
+
+func pickSources(spec string, cfg sources.Config) ([]termsig.Source, error) {
+	if spec == "auto" {
+		return sources.Detect(cfg), nil
+	}
+	return sources.ByName(cfg, splitList(spec)...)
+}
+
+func sourceNames(srcs []termsig.Source) string {
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.Name()
+	}
+	return strings.Join(names, ",")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// newLogger returns a logger for termsig's own lines (a source failing and
+// recovering), written into the timeline.
+func newLogger(tl *timeline) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlWriter{tl}, &slog.HandlerOptions{
+		Level: slog.LevelInfo,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // the timeline stamps the line
+			}
+			return a
+		},
+	}))
+}
+
+type tlWriter struct{ tl *timeline }
+
+func (w tlWriter) Write(b []byte) (int, error) {
+	w.tl.Printf("%s", b)
+	return len(b), nil
+}
+
+// sdNotify returns a function that sends a state to systemd, if the runner
+// runs under it (NOTIFY_SOCKET); elsewhere it does nothing.
+func sdNotify(tl *timeline) func(string) {
+	return func(state string) {
+		if _, err := daemon.SdNotify(false, state); err != nil {
+			tl.Printf("sd_notify %s: %v", state, err)
+		}
+	}
+}

@@ -1,0 +1,522 @@
+//go:build linux
+
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/termsig/termsig/examples/registry"
+	"github.com/termsig/termsig/imds/imdstest"
+)
+
+// The binaries under test, built once by TestMain.
+var runnerBin, registryBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "runner-test-")
+	if err != nil {
+		panic(err)
+	}
+	runnerBin = filepath.Join(dir, "runner")
+	registryBin = filepath.Join(dir, "registry")
+	for bin, pkg := range map[string]string{runnerBin: ".", registryBin: "../registry/cmd/registry"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := 0
+	defer func() {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}()
+	goleak.VerifyTestMain(exitCode{&code, m})
+}
+
+// exitCode lets TestMain clean up after goleak.VerifyTestMain, which calls
+// os.Exit itself.
+type exitCode struct {
+	code *int
+	m    *testing.M
+}
+
+func (e exitCode) Run() int { *e.code = e.m.Run(); return *e.code }
+
+const wait = 20 * time.Second
+
+// A proc is a binary under test whose stderr (or stdout) lines are kept and
+// can be waited for.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	exit chan int
+
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{}
+}
+
+func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	cmd.Stdout = cmd.Stderr
+	p := &proc{t: t, cmd: cmd, exit: make(chan int, 1), changed: make(chan struct{})}
+	require.NoError(t, cmd.Start())
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.changed)
+			p.changed = make(chan struct{})
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-read // Wait closes the pipe: read it all first
+		_ = cmd.Wait()
+		p.exit <- cmd.ProcessState.ExitCode()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-p.exit:
+		case <-time.After(wait):
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), strings.Join(p.output(), "\n"))
+		}
+	})
+	return p
+}
+
+func (p *proc) output() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// waitLine waits for the n-th line that matches re and returns it.
+func (p *proc) waitLine(re string, n int) string {
+	p.t.Helper()
+	rx := regexp.MustCompile(re)
+	timeout := time.After(wait)
+	for {
+		p.mu.Lock()
+		ch := p.changed
+		var found []string
+		for _, l := range p.lines {
+			if rx.MatchString(l) {
+				found = append(found, l)
+			}
+		}
+		p.mu.Unlock()
+		if len(found) >= n {
+			return found[n-1]
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			p.t.Fatalf("no line matching %q (%d wanted)", re, n)
+		}
+	}
+}
+
+func (p *proc) waitExit() int {
+	p.t.Helper()
+	select {
+	case code := <-p.exit:
+		p.exit <- code // for Cleanup
+		return code
+	case <-time.After(wait):
+		p.t.Fatal("did not exit")
+	}
+	return -1
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(sig))
+}
+
+// env is one test's world: a registry binary, a fake IMDS and a client.
+type env struct {
+	t     *testing.T
+	state string
+	reg   *proc
+	url   string
+	c     *registry.Client
+	imds  *imdstest.Server
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{t: t, state: filepath.Join(t.TempDir(), "registry.json"), imds: imdstest.NewServer()}
+	t.Cleanup(e.imds.Close)
+	e.startRegistry("127.0.0.1:0")
+	return e
+}
+
+func (e *env) startRegistry(listen string) {
+	e.reg = startProc(e.t, registryBin, nil, "-listen", listen, "-state", e.state)
+	line := e.reg.waitLine(`^registry: listening on `, 1)
+	e.url = strings.TrimPrefix(line, "registry: listening on ")
+	e.c = registry.NewClient(e.url, nil)
+}
+
+func (e *env) enqueue(cmd string) registry.Job {
+	j, err := e.c.Enqueue(context.Background(), cmd)
+	require.NoError(e.t, err)
+	return j
+}
+
+func (e *env) runners() []registry.Runner {
+	rs, err := e.c.Runners(context.Background(), "")
+	require.NoError(e.t, err)
+	return rs
+}
+
+func (e *env) job(id string) registry.Job {
+	j, err := e.c.Job(context.Background(), id)
+	require.NoError(e.t, err)
+	return j
+}
+
+// runner starts the runner binary with fast test settings; extra flags
+// come last and win.
+func (e *env) runner(extraEnv []string, extra ...string) *proc {
+	args := append([]string{
+		"-registry", e.url, "-name", "test-runner", "-sources", "signal,imds",
+		"-poll", "50ms", "-grace", "10s", "-margin", "1s", "-stop-timeout", "5s",
+		"-imds-interval", "50ms", "-imds-advisory-interval", "50ms", "-register-timeout", "5s",
+	}, extra...)
+	env := append([]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + e.imds.URL, "NOTIFY_SOCKET="}, extraEnv...)
+	return startProc(e.t, runnerBin, env, args...)
+}
+
+// stamp returns the T+ seconds of a timeline line.
+func stamp(t *testing.T, line string) time.Duration {
+	m := regexp.MustCompile(`^\[T\s*\+\s*([0-9.]+)s\]`).FindStringSubmatch(line)
+	require.NotNil(t, m, line)
+	f, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	return time.Duration(f * float64(time.Second))
+}
+
+func TestSpotTerminateMidJob(t *testing.T) {
+	e := newEnv(t)
+	job := e.enqueue("sleep 30")
+	r := e.runner(nil)
+	r.waitLine(`job j-1 started`, 1)
+
+	deadline := time.Now().Add(4 * time.Second)
+	e.imds.SetInterruption("terminate", deadline)
+	flipped := time.Now()
+	code := r.waitExit()
+	exited := time.Now()
+
+	assert.Equal(t, 0, code, "a platform notice, drained and unregistered, is a clean exit")
+	assert.True(t, exited.Before(deadline), "exited %v after the deadline", exited.Sub(deadline))
+	assert.Empty(t, e.runners(), "unregistered")
+	j := e.job(job.ID)
+	assert.Equal(t, registry.JobState("queued"), j.State, "re-queued")
+	require.Len(t, j.History, 1)
+	assert.Equal(t, registry.JobState("interrupted"), j.History[0].State)
+
+	unreg := stamp(t, r.waitLine(`unregistered runner r-1`, 1))
+	t.Logf("IMDS flip to exit %v; notice to unregistered %v (timeline)", exited.Sub(flipped).Round(time.Millisecond), unreg)
+}
+
+func TestSIGTERM(t *testing.T) {
+	e := newEnv(t)
+	e.enqueue("sleep 30")
+	r := e.runner(nil)
+	r.waitLine(`job j-1 started`, 1)
+	sent := time.Now()
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit(), "a requested stop is clean: 0, never 143")
+	t.Logf("SIGTERM to exit %v; notice to unregistered %v", time.Since(sent).Round(time.Millisecond), stamp(t, r.waitLine(`unregistered runner`, 1)))
+	assert.Empty(t, e.runners())
+	assert.Equal(t, registry.JobState("queued"), e.job("j-1").State)
+	r.waitLine(`no deadline in the notice: using -stop-timeout`, 1)
+}
+
+func TestSIGINTTwiceKillsTheJobAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.enqueue(`trap "" TERM INT; sleep 30`)
+	r := e.runner(nil, "-grace", "30s", "-stop-timeout", "60s")
+	r.waitLine(`job j-1 started`, 1)
+	r.signal(syscall.SIGINT)
+	r.waitLine(`sent SIGTERM to job j-1`, 1)
+	r.signal(syscall.SIGINT)
+	r.waitLine(`second interrupt \(SIGINT\): SIGKILL job j-1 now`, 1)
+	assert.Equal(t, 0, r.waitExit())
+	assert.Equal(t, registry.JobState("queued"), e.job("j-1").State)
+}
+
+func TestSIGHUPFinishesThenRestartsInPlace(t *testing.T) {
+	e := newEnv(t)
+	// The job waits for a file, so that SIGHUP surely arrives while it runs.
+	gate := filepath.Join(t.TempDir(), "gate")
+	e.enqueue(fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.02; done; echo done`, gate))
+	r := e.runner(nil)
+	r.waitLine(`job j-1 started`, 1)
+	pid := r.cmd.Process.Pid
+
+	r.signal(syscall.SIGHUP)
+	r.waitLine(`reload requested \(SIGHUP\): finishing job j-1`, 1)
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	r.waitLine(`job j-1 ended: exit status 0; reported`, 1)
+	r.waitLine(`re-executing .*, keeping registration r-1`, 1)
+	r.waitLine(`resumed registration r-1 after re-exec`, 1)
+
+	assert.Equal(t, registry.JobState("succeeded"), e.job("j-1").State)
+	rs := e.runners()
+	require.Len(t, rs, 1)
+	assert.Equal(t, "r-1", rs[0].ID, "the registration is kept")
+	assert.Equal(t, pid, r.cmd.Process.Pid, "same process: systemd keeps tracking it")
+
+	// It keeps working.
+	e.enqueue("echo again")
+	r.waitLine(`job j-2 ended: exit status 0; reported`, 1)
+	assert.Equal(t, registry.JobState("succeeded"), e.job("j-2").State)
+
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
+	assert.Empty(t, e.runners())
+}
+
+func TestRegistryUnreachableDuringUnregister(t *testing.T) {
+	e := newEnv(t)
+	e.enqueue("sleep 30")
+	r := e.runner(nil)
+	r.waitLine(`job j-1 started`, 1)
+	e.reg.signal(syscall.SIGKILL)
+	e.reg.waitExit()
+
+	deadline := time.Now().Add(3 * time.Second)
+	e.imds.SetInterruption("terminate", deadline)
+	code := r.waitExit()
+	exited := time.Now()
+	assert.Equal(t, 3, code, "failure to unregister is a failure")
+	r.waitLine(`could not unregister runner r-1 before the deadline: .*; exit 3`, 1)
+	assert.WithinDuration(t, deadline, exited, time.Second, "retried until the deadline, and no longer")
+
+	// The registry comes back: the registration is stale, the job still
+	// marked running. The next runner of that name cleans up.
+	e.imds.ClearInterruption()
+	e.startRegistry(e.url[len("http://"):])
+	r2 := e.runner(nil)
+	r2.waitLine(`removed stale registration r-1`, 1)
+	r2.waitLine(`job j-1 started`, 1)
+	assert.Equal(t, 2, e.job("j-1").Attempts)
+	r2.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r2.waitExit())
+}
+
+func TestSIGKILLThenRestartCleansUp(t *testing.T) {
+	e := newEnv(t)
+	// The job starts a child and reports its pid through a FIFO, so that
+	// the test kills the runner only once the child runs. The shell dies
+	// with the runner (Pdeathsig); the child is left for the next runner
+	// to find.
+	fifo := filepath.Join(t.TempDir(), "child")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	e.enqueue(fmt.Sprintf("sleep 30 & echo $! > %s; wait", fifo))
+	r := e.runner(nil)
+	line := r.waitLine(`job j-1 started \(pid \d+\)`, 1)
+	jobPID, err := strconv.Atoi(regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(line)[1])
+	require.NoError(t, err)
+	readPID(t, fifo) // the child runs
+	require.NotEmpty(t, liveInGroup(t, jobPID))
+
+	r.signal(syscall.SIGKILL)
+	assert.Equal(t, -1, r.waitExit())
+	require.Len(t, e.runners(), 1, "a killed runner cannot unregister")
+
+	r2 := e.runner(nil)
+	r2.waitLine(fmt.Sprintf(`killed the processes of jobs left running by an earlier runner named "test-runner" \(process groups \[%d\]\)`, jobPID), 1)
+	r2.waitLine(`removed stale registration r-1 of "test-runner"`, 1)
+	r2.waitLine(`registered as r-2`, 1)
+	r2.waitLine(`job j-1 started`, 1)
+	rs := e.runners()
+	require.Len(t, rs, 1)
+	assert.Equal(t, "r-2", rs[0].ID)
+	j := e.job("j-1")
+	assert.Equal(t, 2, j.Attempts, "the job is run again")
+	require.NotEmpty(t, j.History)
+	assert.Equal(t, registry.JobState("interrupted"), j.History[0].State)
+	assert.Empty(t, liveInGroup(t, jobPID), "the first run of the job is gone, shell and children")
+
+	r2.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r2.waitExit())
+}
+
+func TestJobIgnoringSIGTERMIsKilledAtTheDeadline(t *testing.T) {
+	e := newEnv(t)
+	e.enqueue(`trap "" TERM; sleep 30`)
+	r := e.runner(nil, "-grace", "30s", "-margin", "1s")
+	r.waitLine(`job j-1 started`, 1)
+	deadline := time.Now().Add(3 * time.Second)
+	e.imds.SetInterruption("terminate", deadline)
+	r.waitLine(`sent SIGTERM to job j-1`, 1)
+	kill := stamp(t, r.waitLine(`job j-1 still running: SIGKILL`, 1))
+	assert.Equal(t, 0, r.waitExit())
+	assert.True(t, time.Now().Before(deadline), "exited before the deadline")
+	assert.Equal(t, registry.JobState("queued"), e.job("j-1").State)
+	assert.Empty(t, e.runners())
+	t.Logf("SIGKILL at T+%v (deadline minus margin: about T+2s)", kill)
+}
+
+func TestRebalanceStopsClaimingAndClearedResumes(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(nil)
+	r.waitLine(`ready: runner r-1`, 1)
+	e.imds.SetRebalance(time.Now())
+	r.waitLine(`advice: imds: rebalance .*not claiming new jobs`, 1)
+	e.enqueue("echo after rebalance")
+	polls := e.imds.Requests(imdstest.PathRebalance)
+	for e.imds.Requests(imdstest.PathRebalance) < polls+3 { // a few polls: nothing is claimed
+		<-e.imds.Served()
+	}
+	assert.Equal(t, registry.JobState("queued"), e.job("j-1").State)
+	assert.Len(t, e.runners(), 1, "still registered")
+
+	e.imds.ClearRebalance()
+	r.waitLine(`advice cleared: .*claiming again`, 1)
+	r.waitLine(`job j-1 ended: exit status 0; reported`, 1)
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
+}
+
+func TestSdNotify(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	require.NoError(t, err)
+	defer conn.Close()
+	msgs := make(chan string, 64)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	next := func() string {
+		select {
+		case m := <-msgs:
+			return m
+		case <-time.After(wait):
+			t.Fatal("no sd_notify message")
+		}
+		return ""
+	}
+
+	e := newEnv(t)
+	r := e.runner([]string{"NOTIFY_SOCKET=" + sock})
+	assert.Equal(t, "READY=1", next())
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, "STOPPING=1", next())
+	assert.Regexp(t, `^EXTEND_TIMEOUT_USEC=\d+$`, next())
+	assert.Equal(t, 0, r.waitExit())
+	conn.Close()
+	for range msgs {
+	}
+}
+
+func TestDemo(t *testing.T) {
+	p := startProc(t, runnerBin, nil, "-demo")
+	assert.Equal(t, 0, p.waitExit())
+	p.waitLine(`job j-3 re-queued`, 1)
+	line := p.waitLine(`summary: imds: terminate .*notice to unregistered`, 1)
+	t.Log(line)
+	p.waitLine(`registry: 0 runner\(s\) registered`, 1)
+	p.waitLine(`j-3 +queued`, 1)
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-on-advice", "panic"},
+		{"-margin", "10s", "-stop-timeout", "5s"},
+		{"-sources", "signal,nosuch"},
+		{"-no-such-flag"},
+	} {
+		p := startProc(t, runnerBin, nil, args...)
+		assert.Equal(t, 2, p.waitExit(), "%v", args)
+	}
+}
+
+// liveInGroup returns the pids of the live (not zombie) processes of a
+// process group.
+func liveInGroup(t *testing.T, pgid int) []int {
+	var pids []int
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	require.NoError(t, err)
+	for _, dir := range dirs {
+		stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			pid, _ := strconv.Atoi(filepath.Base(dir))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// readPID reads a pid from a FIFO, waiting for the writer.
+func readPID(t *testing.T, fifo string) int {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		b, err := os.ReadFile(fifo) // blocks until the job opens it
+		if err != nil {
+			got <- ""
+			return
+		}
+		got <- strings.TrimSpace(string(b))
+	}()
+	select {
+	case s := <-got:
+		pid, err := strconv.Atoi(s)
+		require.NoError(t, err, "pid %q", s)
+		return pid
+	case <-time.After(wait):
+		// Unblock the reader before failing, so that no goroutine leaks.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-got
+		t.Fatal("the job never reported its child")
+	}
+	return 0
+}
