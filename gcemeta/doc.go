@@ -1,0 +1,80 @@
+// Package gcemeta reports Google Compute Engine preemption and host
+// maintenance as a [termsig.Source], by long polling the GCE metadata
+// server.
+//
+//	n := termsig.New(gcemeta.New(gcemeta.Config{}))
+//	defer n.Stop()
+//
+// Off GCE the source retires at once with [termsig.ErrUnavailable],
+// without touching the network; [Config.Host] or the GCE_METADATA_HOST
+// environment variable points it at another server, such as the fake in
+// package [github.com/termsig/termsig/gcemeta/gcemetatest].
+//
+// # Notices
+//
+// The source watches three keys below
+// http://metadata.google.internal/computeMetadata/v1/:
+//
+//   - instance/preempted: TRUE is [termsig.Terminate], with a deadline 30 s
+//     after it was seen ([PreemptionNotice]): GCE powers a preempted VM off
+//     about 30 s after its ACPI soft-off. FALSE is no event.
+//   - instance/maintenance-event: TERMINATE_ON_HOST_MAINTENANCE and
+//     SHUTDOWN_ON_HOST_MAINTENANCE are [termsig.Terminate], and
+//     MIGRATE_ON_HOST_MAINTENANCE is [termsig.Maintenance], each with a
+//     deadline 60 s after it was seen ([MaintenanceNotice]); any other
+//     upper-case word is [termsig.Maintenance] with the word in the
+//     Reason; NONE (or FALSE) after an event is [termsig.Cleared].
+//   - instance/upcoming-maintenance?alt=json, where the server has it: a
+//     scheduled window is [termsig.Maintenance] with the window's start as
+//     the deadline; {} or a COMPLETE status after a window is
+//     [termsig.Cleared]. A server without the key (404) is fine: the key
+//     is not polled again.
+//
+// The source reads the current values first, so that a VM that is already
+// preempted when the program starts is reported at once. Each change is
+// reported once; a value that is read again (a long poll that timed out,
+// a retry) sends nothing. Notice.Raw holds the value as received.
+//
+// # Long polling
+//
+// After the first read, each key is read with
+// ?wait_for_change=true&last_etag=E&timeout_sec=N: the server answers as
+// soon as the value's ETag differs from E, or after N seconds
+// ([Config.WaitTimeout], 60 by default). An idle key thus costs one
+// request a minute, and a change is seen within a round trip. A request
+// that is not answered by N seconds plus [Config.RequestTimeout] is
+// abandoned, so that a connection that died silently is noticed.
+//
+// # Failures
+//
+// Nothing the server or the network does causes a notice by itself:
+//
+//   - Errors (a 503 burst, a dropped connection, a timeout, a server that
+//     never answers) are retried with jittered exponential backoff
+//     ([Config.Backoff], [Config.MaxBackoff]) and reported with
+//     [termsig.ReportError], so that they show in
+//     [termsig.Notifier.Status]. The last ETag is kept, so a change that
+//     happened meanwhile is seen by the first request that succeeds.
+//   - A value that cannot be understood (an empty body, an HTML page, a
+//     preempted value other than TRUE or FALSE, JSON that is not the
+//     upcoming-maintenance object) is an error, not a notice; the source
+//     then waits for the value to change.
+//   - A long poll that was answered is followed by the next request for
+//     the same key no sooner than [Config.MinInterval] (1 s) after it
+//     started, so a server that ignores wait_for_change costs at most one
+//     request per second per key instead of a busy loop. After a failure
+//     the backoff spaces the requests instead.
+//   - When the Watch context is done, requests in flight are cancelled
+//     and Watch returns at once, whether the server is hung, slow or gone.
+//
+// # Why not metadata.Client.SubscribeWithContext
+//
+// Google's cloud.google.com/go/compute/metadata package calls back on
+// every long-poll answer, changed or not, and after an error sleeps 5 s
+// without watching its context; its reads take the host only from the
+// environment, retry on their own for up to 15 s and do not return the
+// ETag. So the loop here is termsig's own; it follows that package's
+// conventions (GCE_METADATA_HOST, the Metadata-Flavor header, a direct
+// connection with a 2 s dial timeout) and its error types
+// ([Error] wraps metadata.Error and metadata.NotDefinedError).
+package gcemeta

@@ -1,0 +1,792 @@
+package gcemeta_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/compute/metadata"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/gcemeta"
+	"github.com/termsig/termsig/gcemeta/gcemetatest"
+)
+
+const (
+	preempted   = gcemetatest.Preempted
+	maintenance = gcemetatest.MaintenanceEvent
+	upcoming    = gcemetatest.UpcomingMaintenance
+)
+
+// noEnv is a Getenv for a host without GCE_METADATA_HOST.
+func noEnv(string) string { return "" }
+
+// --- host detection ---
+
+func TestUnavailableOffGCEWithoutNetwork(t *testing.T) {
+	rt := newRoundTripper(t, nil) // fails any request
+	src := gcemeta.New(gcemeta.Config{
+		Root:       t.TempDir(), // no DMI files: not GCE
+		Getenv:     noEnv,
+		HTTPClient: &http.Client{Transport: rt},
+	})
+	start := time.Now()
+	err := src.Watch(context.Background(), make(chan termsig.Notice))
+	took := time.Since(start)
+	require.ErrorIs(t, err, termsig.ErrUnavailable)
+	assert.Contains(t, err.Error(), "not on GCE")
+	assert.Less(t, took, 100*time.Millisecond)
+	assert.Empty(t, rt.requests(), "no network access off GCE")
+
+	logs := newLogRecorder()
+	n := termsig.Config{Logger: logs.logger()}.New(src)
+	defer n.Stop()
+	logs.waitFor(t, "termsig: source unavailable")
+	assert.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
+}
+
+func TestZeroConfigOffGCE(t *testing.T) {
+	if _, err := os.Stat("/sys/class/dmi/id/product_name"); err == nil {
+		b, _ := os.ReadFile("/sys/class/dmi/id/product_name")
+		if strings.HasPrefix(string(b), "Google") {
+			t.Skip("this host is on GCE")
+		}
+	}
+	t.Setenv(gcemeta.HostEnv, "")
+	err := gcemeta.New(gcemeta.Config{}).Watch(context.Background(), make(chan termsig.Notice))
+	assert.ErrorIs(t, err, termsig.ErrUnavailable)
+}
+
+func TestZeroConfigUsesGCEMetadataHost(t *testing.T) {
+	srv := newServer(t)
+	srv.Set(preempted, "TRUE") // preempted before the program started
+	t.Setenv(gcemeta.HostEnv, srv.Host())
+	n := termsig.New(gcemeta.New(gcemeta.Config{}))
+	defer n.Stop()
+	nt := receive(t, n)
+	assert.Equal(t, "gcemeta", nt.Source)
+	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Equal(t, "instance preempted", nt.Reason)
+	assert.Equal(t, 30*time.Second, nt.Deadline.Sub(nt.Observed))
+	assert.Equal(t, "TRUE", nt.Raw)
+}
+
+func TestGetenvNamesTheHost(t *testing.T) {
+	srv := newServer(t)
+	srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+	getenv := func(k string) string {
+		if k == gcemeta.HostEnv {
+			return srv.Host()
+		}
+		return ""
+	}
+	n := termsig.New(gcemeta.New(gcemeta.Config{Root: t.TempDir(), Getenv: getenv}))
+	defer n.Stop()
+	assert.Equal(t, termsig.Maintenance, receive(t, n).Kind)
+}
+
+func TestDMISaysGCE(t *testing.T) {
+	for _, product := range []string{"Google Compute Engine", "Google"} {
+		t.Run(product, func(t *testing.T) {
+			root := t.TempDir()
+			dmi := filepath.Join(root, "sys/class/dmi/id")
+			require.NoError(t, os.MkdirAll(dmi, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dmi, "product_name"), []byte(product+"\n"), 0o644))
+			srv := newServer(t)
+			srv.Set(preempted, "TRUE")
+			rt := newRoundTripper(t, srv)
+			n := termsig.New(gcemeta.New(gcemeta.Config{Root: root, Getenv: noEnv, HTTPClient: &http.Client{Transport: rt}}))
+			defer n.Stop()
+			assert.Equal(t, termsig.Terminate, receive(t, n).Kind)
+			reqs := rt.requests()
+			require.NotEmpty(t, reqs)
+			assert.Equal(t, "metadata.google.internal", reqs[0].URL.Host)
+		})
+	}
+}
+
+func TestAvailable(t *testing.T) {
+	gce := t.TempDir()
+	dmi := filepath.Join(gce, "sys/class/dmi/id")
+	require.NoError(t, os.MkdirAll(dmi, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dmi, "product_name"), []byte("Google Compute Engine\n"), 0o644))
+	env := func(k string) string {
+		if k == gcemeta.HostEnv {
+			return "127.0.0.1:8080"
+		}
+		return ""
+	}
+	off := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  gcemeta.Config
+		want error
+	}{
+		{"off GCE", gcemeta.Config{Root: off, Getenv: noEnv}, termsig.ErrUnavailable},
+		{"DMI", gcemeta.Config{Root: gce, Getenv: noEnv}, nil},
+		{"env", gcemeta.Config{Root: off, Getenv: env}, nil},
+		{"host", gcemeta.Config{Root: off, Getenv: noEnv, Host: "127.0.0.1:1"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := gcemeta.New(tc.cfg).Available()
+			if tc.want == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, tc.want)
+			}
+		})
+	}
+	err := gcemeta.New(gcemeta.Config{Host: "a b"}).Available()
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, termsig.ErrUnavailable)
+	assert.Equal(t, "gcemeta", gcemeta.New(gcemeta.Config{}).Name())
+}
+
+func TestBadHostIsFatal(t *testing.T) {
+	for _, h := range []string{"http://127.0.0.1:1", "127.0.0.1:1/x", "a b", "user@host"} {
+		err := gcemeta.New(gcemeta.Config{Host: h}).Watch(context.Background(), make(chan termsig.Notice))
+		require.Error(t, err, h)
+		assert.NotErrorIs(t, err, termsig.ErrUnavailable, h)
+	}
+}
+
+// --- the requests ---
+
+func TestRequests(t *testing.T) {
+	for _, tc := range []struct {
+		wait    time.Duration
+		timeout string
+	}{{0, "60"}, {1500 * time.Millisecond, "2"}, {time.Millisecond, "1"}} {
+		t.Run(tc.timeout, func(t *testing.T) {
+			srv := newServer(t)
+			rt := newRoundTripper(t, srv)
+			cfg := fast(srv)
+			cfg.WaitTimeout = tc.wait
+			cfg.HTTPClient = &http.Client{Transport: rt}
+			run(t, srv, cfg)
+			for _, k := range []string{preempted, maintenance, upcoming} {
+				awaitPolling(t, srv, k)
+			}
+			byKey := map[string][]*http.Request{}
+			for _, r := range rt.requests() {
+				byKey[r.URL.Path] = append(byKey[r.URL.Path], r)
+			}
+			for _, k := range []string{preempted, maintenance, upcoming} {
+				reqs := byKey["/computeMetadata/v1/"+k]
+				require.GreaterOrEqual(t, len(reqs), 2, k)
+				for _, r := range reqs {
+					assert.Equal(t, "Google", r.Header.Get("Metadata-Flavor"))
+					assert.Empty(t, r.Header.Get("X-Forwarded-For"))
+					assert.Equal(t, http.MethodGet, r.Method)
+				}
+				first, second := reqs[0].URL.Query(), reqs[1].URL.Query()
+				assert.Empty(t, first.Get("wait_for_change"), "the current value is read first")
+				assert.Equal(t, "true", second.Get("wait_for_change"))
+				v, _ := srv.Value(k)
+				assert.Equal(t, gcemetatest.ETag(k, v), second.Get("last_etag"))
+				assert.Equal(t, tc.timeout, second.Get("timeout_sec"))
+				if k == upcoming {
+					assert.Equal(t, "json", first.Get("alt"))
+					assert.Equal(t, "json", second.Get("alt"))
+				}
+			}
+		})
+	}
+}
+
+func TestLongPollTimeoutIsNeitherNoticeNorError(t *testing.T) {
+	srv := newServer(t)
+	cfg := fast(srv)
+	cfg.WaitTimeout = time.Second
+	h := run(t, srv, cfg)
+	// The first read, then two long polls that time out, then a third.
+	await(t, srv, "three long polls", func() bool { return srv.Requests(preempted) >= 4 })
+	assert.Empty(t, stopAndDrain(h.n))
+	assert.Zero(t, h.logs.count("gcemeta: request failed; retrying"))
+	assert.NoError(t, h.n.Status()[0].Err)
+}
+
+// --- the notices ---
+
+func TestPreemptedDuringLongPoll(t *testing.T) {
+	srv := newServer(t)
+	h := run(t, srv, fast(srv))
+	awaitPolling(t, srv, preempted)
+	sent := time.Now()
+	srv.Set(preempted, "TRUE")
+	nt := receive(t, h.n)
+	took := time.Since(sent)
+	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Equal(t, 30*time.Second, nt.Deadline.Sub(nt.Observed))
+	// Seen through the long poll, not by a later read: the read and one
+	// long poll, answered at once.
+	assert.Equal(t, 2, srv.Requests(preempted))
+	assert.Less(t, took, time.Second)
+	t.Logf("flip to notice: %v", took)
+}
+
+func TestMaintenanceEventValues(t *testing.T) {
+	for _, tc := range []struct {
+		value    string
+		kind     termsig.Kind
+		reason   string
+		deadline time.Duration
+	}{
+		{"TERMINATE_ON_HOST_MAINTENANCE", termsig.Terminate, "host maintenance: TERMINATE_ON_HOST_MAINTENANCE", time.Minute},
+		{"SHUTDOWN_ON_HOST_MAINTENANCE", termsig.Terminate, "host maintenance: SHUTDOWN_ON_HOST_MAINTENANCE", time.Minute},
+		{"MIGRATE_ON_HOST_MAINTENANCE", termsig.Maintenance, "host maintenance: MIGRATE_ON_HOST_MAINTENANCE", time.Minute},
+		{"SOMETHING_NEW", termsig.Maintenance, "host maintenance: unknown event SOMETHING_NEW", 0},
+		{"TRUE", termsig.Maintenance, "host maintenance: unknown event TRUE", 0},
+	} {
+		for _, atStart := range []bool{true, false} {
+			name := tc.value + map[bool]string{true: "/at start", false: "/during long poll"}[atStart]
+			t.Run(name, func(t *testing.T) {
+				srv := newServer(t)
+				if atStart {
+					srv.Set(maintenance, tc.value)
+				}
+				h := run(t, srv, fast(srv))
+				if !atStart {
+					flip(t, srv, maintenance, tc.value)
+				}
+				nt := receive(t, h.n)
+				assert.Equal(t, tc.kind, nt.Kind)
+				assert.Equal(t, tc.reason, nt.Reason)
+				assert.Equal(t, tc.value, nt.Raw)
+				if tc.deadline == 0 {
+					assert.True(t, nt.Deadline.IsZero())
+				} else {
+					assert.Equal(t, tc.deadline, nt.Deadline.Sub(nt.Observed))
+				}
+
+				flip(t, srv, maintenance, "NONE")
+				nt = receive(t, h.n)
+				assert.Equal(t, termsig.Cleared, nt.Kind)
+				assert.Equal(t, "host maintenance over: NONE", nt.Reason)
+				assert.Empty(t, stopAndDrain(h.n))
+			})
+		}
+	}
+}
+
+func TestMaintenanceFalseMeansNone(t *testing.T) {
+	srv := newServer(t)
+	srv.Set(maintenance, "FALSE")
+	h := run(t, srv, fast(srv))
+	flip(t, srv, maintenance, "NONE")
+	flip(t, srv, maintenance, "FALSE")
+	flip(t, srv, maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+	flip(t, srv, maintenance, "FALSE")
+	assert.Equal(t, []string{
+		"maintenance: host maintenance: MIGRATE_ON_HOST_MAINTENANCE",
+		"cleared: host maintenance over: FALSE",
+	}, kinds(stopAndDrain(h.n)))
+}
+
+func TestEachChangeReportedOnce(t *testing.T) {
+	srv := newServer(t)
+	// The server answers every long poll at once, so the source reads
+	// the same values again and again.
+	srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+	h := run(t, srv, fast(srv))
+	srv.Set(preempted, "TRUE")
+	srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+	seen := map[termsig.Kind]int{}
+	for range 2 {
+		seen[receive(t, h.n).Kind]++
+	}
+	assert.Equal(t, map[termsig.Kind]int{termsig.Terminate: 1, termsig.Maintenance: 1}, seen)
+	p, m := srv.Requests(preempted), srv.Requests(maintenance)
+	await(t, srv, "ten more reads of each key", func() bool {
+		return srv.Requests(preempted) >= p+10 && srv.Requests(maintenance) >= m+10
+	})
+	assert.Empty(t, stopAndDrain(h.n), "a value read again is not reported again")
+}
+
+func TestMaintenanceSequence(t *testing.T) {
+	srv := newServer(t)
+	h := run(t, srv, fast(srv))
+	for _, v := range []string{
+		"MIGRATE_ON_HOST_MAINTENANCE",
+		"TERMINATE_ON_HOST_MAINTENANCE",
+		"NONE",
+		"MIGRATE_ON_HOST_MAINTENANCE",
+	} {
+		flip(t, srv, maintenance, v)
+	}
+	assert.Equal(t, []string{
+		"maintenance: host maintenance: MIGRATE_ON_HOST_MAINTENANCE",
+		"terminate: host maintenance: TERMINATE_ON_HOST_MAINTENANCE",
+		"cleared: host maintenance over: NONE",
+		"maintenance: host maintenance: MIGRATE_ON_HOST_MAINTENANCE",
+	}, kinds(stopAndDrain(h.n)))
+}
+
+func TestPreemptedBackToFalseIsNotCleared(t *testing.T) {
+	srv := newServer(t)
+	h := run(t, srv, fast(srv))
+	flip(t, srv, preempted, "TRUE")
+	flip(t, srv, preempted, "FALSE")
+	flip(t, srv, preempted, "TRUE")
+	assert.Equal(t, []string{
+		"terminate: instance preempted",
+		"terminate: instance preempted",
+	}, kinds(stopAndDrain(h.n)))
+	h.logs.waitFor(t, "gcemeta: value changed", "value=FALSE")
+}
+
+const (
+	windowPending = `{"can_reschedule":true,"latest_window_start_time":"2026-12-08T10:00:00Z","maintenance_status":"PENDING","type":"SCHEDULED","window_end_time":"2026-12-01T11:00:00Z","window_start_time":"2026-12-01T10:00:00Z"}`
+	windowOngoing = `{"can_reschedule":false,"maintenance_status":"ONGOING","type":"SCHEDULED","window_end_time":"2026-12-01T11:00:00Z","window_start_time":"2026-12-01T10:00:00Z"}`
+	windowDone    = `{"maintenance_status":"COMPLETE","type":"SCHEDULED","window_end_time":"2026-12-01T11:00:00Z","window_start_time":"2026-12-01T10:00:00Z"}`
+)
+
+func TestUpcomingMaintenance(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, atStart := range []bool{true, false} {
+		t.Run(map[bool]string{true: "at start", false: "during long poll"}[atStart], func(t *testing.T) {
+			srv := newServer(t)
+			if atStart {
+				srv.Set(upcoming, windowPending)
+			}
+			h := run(t, srv, fast(srv))
+			if !atStart {
+				flip(t, srv, upcoming, windowPending)
+			}
+			nt := receive(t, h.n)
+			assert.Equal(t, termsig.Maintenance, nt.Kind)
+			assert.Equal(t, "upcoming maintenance: SCHEDULED, PENDING, window from 2026-12-01T10:00:00Z to 2026-12-01T11:00:00Z", nt.Reason)
+			assert.True(t, start.Equal(nt.Deadline), "deadline %v", nt.Deadline)
+			assert.Equal(t, windowPending, nt.Raw)
+
+			flip(t, srv, upcoming, windowOngoing) // the status changed: told again
+			nt = receive(t, h.n)
+			assert.Equal(t, termsig.Maintenance, nt.Kind)
+			assert.Contains(t, nt.Reason, "ONGOING")
+
+			flip(t, srv, upcoming, "{}") // the window disappeared
+			nt = receive(t, h.n)
+			assert.Equal(t, termsig.Cleared, nt.Kind)
+			assert.Equal(t, "upcoming maintenance cleared: {}", nt.Reason)
+
+			flip(t, srv, upcoming, windowPending)
+			flip(t, srv, upcoming, windowDone)
+			assert.Equal(t, []string{
+				"maintenance: upcoming maintenance: SCHEDULED, PENDING, window from 2026-12-01T10:00:00Z to 2026-12-01T11:00:00Z",
+				"cleared: upcoming maintenance cleared: COMPLETE",
+			}, kinds(stopAndDrain(h.n)))
+		})
+	}
+}
+
+// --- faults ---
+
+func TestMissingUpcomingMaintenanceIsSkipped(t *testing.T) {
+	srv := newServer(t)
+	srv.Delete(upcoming) // an older metadata server
+	h := run(t, srv, fast(srv))
+	line := h.logs.waitFor(t, "gcemeta: key not served here; not watching it", "key="+upcoming)
+	assert.True(t, strings.HasPrefix(line, "DEBUG"), line)
+	flip(t, srv, preempted, "TRUE")
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind)
+	flip(t, srv, maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+	assert.Equal(t, termsig.Maintenance, receive(t, h.n).Kind)
+	assert.Equal(t, 1, srv.Requests(upcoming), "a key that is not served is not polled again")
+	assert.NoError(t, h.n.Status()[0].Err, "a missing key is not an error")
+	assert.Equal(t, termsig.StateRunning, h.n.Status()[0].State)
+	assert.Zero(t, h.logs.count("termsig: source error, retrying"))
+}
+
+func TestMissingPreemptedIsSkippedWithAWarning(t *testing.T) {
+	srv := newServer(t)
+	srv.Delete(preempted)
+	h := run(t, srv, fast(srv))
+	line := h.logs.waitFor(t, "gcemeta: key not served here; not watching it", "key="+preempted)
+	assert.True(t, strings.HasPrefix(line, "WARN"), line)
+	flip(t, srv, maintenance, "TERMINATE_ON_HOST_MAINTENANCE")
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind)
+	assert.Equal(t, 1, srv.Requests(preempted))
+}
+
+func TestNoKeyServedIsUnavailable(t *testing.T) {
+	srv := newServer(t)
+	for _, k := range []string{preempted, maintenance, upcoming} {
+		srv.Delete(k)
+	}
+	err := gcemeta.New(fast(srv)).Watch(context.Background(), make(chan termsig.Notice))
+	require.ErrorIs(t, err, termsig.ErrUnavailable)
+	assert.Contains(t, err.Error(), "serves none of the keys")
+}
+
+func TestKeyDeletedAfterItWasServedIsRetried(t *testing.T) {
+	srv := newServer(t)
+	h := run(t, srv, fast(srv))
+	awaitPolling(t, srv, preempted)
+	srv.Delete(preempted)
+	h.logs.waitFor(t, "gcemeta: request failed; retrying", "key="+preempted, "not defined")
+	var me *gcemeta.Error
+	require.ErrorAs(t, h.n.Status()[0].Err, &me)
+	assert.Equal(t, preempted, me.Key)
+	var nd metadata.NotDefinedError
+	assert.ErrorAs(t, me, &nd)
+	srv.Set(preempted, "TRUE")
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind)
+	assert.Empty(t, stopAndDrain(h.n))
+}
+
+func Test503Burst(t *testing.T) {
+	for _, atStart := range []bool{true, false} {
+		t.Run(map[bool]string{true: "at start", false: "during long polls"}[atStart], func(t *testing.T) {
+			srv := newServer(t)
+			if atStart {
+				srv.Inject(gcemetatest.Fault{Key: preempted, Status: http.StatusServiceUnavailable, Count: 6})
+			}
+			h := run(t, srv, fast(srv))
+			if !atStart {
+				awaitPolling(t, srv, preempted)
+				srv.Inject(gcemetatest.Fault{Key: preempted, Status: http.StatusServiceUnavailable, Count: 6})
+				srv.DropWaiting(preempted) // the next requests meet the burst
+			}
+			h.logs.waitFor(t, "termsig: source error, retrying", "503")
+			var me *metadata.Error
+			if err := h.n.Status()[0].Err; err != nil { // unless it recovered already
+				require.ErrorAs(t, err, &me)
+				assert.Equal(t, 503, me.Code)
+			}
+			srv.Set(preempted, "TRUE") // preempted during the burst
+			nt := receive(t, h.n)
+			assert.Equal(t, termsig.Terminate, nt.Kind)
+			h.logs.waitFor(t, "termsig: source recovered")
+			h.logs.waitFor(t, "gcemeta: requests work again", "key="+preempted)
+			assert.NoError(t, h.n.Status()[0].Err)
+			assert.GreaterOrEqual(t, srv.Requests(preempted), 7)
+			assert.Empty(t, stopAndDrain(h.n), "no notice from the 503s")
+			assert.Equal(t, 1, h.logs.count("gcemeta: request failed; retrying"), "one line per state change")
+		})
+	}
+}
+
+func TestStatusShowsAnyFailingKey(t *testing.T) {
+	srv := newServer(t)
+	srv.Inject(gcemetatest.Fault{Key: preempted, Status: http.StatusInternalServerError})
+	h := run(t, srv, fast(srv))
+	h.logs.waitFor(t, "termsig: source error, retrying", "500")
+	// The other keys work, and say so on every answer; the failing key
+	// still shows.
+	flip(t, srv, maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+	assert.Equal(t, termsig.Maintenance, receive(t, h.n).Kind)
+	flip(t, srv, upcoming, windowPending)
+	assert.Equal(t, termsig.Maintenance, receive(t, h.n).Kind)
+	var me *gcemeta.Error
+	require.ErrorAs(t, h.n.Status()[0].Err, &me)
+	assert.Equal(t, preempted, me.Key)
+
+	srv.ClearFaults()
+	h.logs.waitFor(t, "termsig: source recovered")
+	awaitPolling(t, srv, preempted)
+	assert.NoError(t, h.n.Status()[0].Err)
+}
+
+func TestConnectionDroppedInLongPoll(t *testing.T) {
+	srv := newServer(t)
+	h := run(t, srv, fast(srv))
+	awaitPolling(t, srv, preempted)
+	// The next two attempts are dropped too, and the VM is preempted
+	// while the source cannot get through.
+	srv.Inject(gcemetatest.Fault{Key: preempted, Drop: true, Count: 2})
+	srv.DropWaiting(preempted)
+	h.logs.waitFor(t, "gcemeta: request failed; retrying", "key="+preempted)
+	srv.Set(preempted, "TRUE")
+	nt := receive(t, h.n)
+	assert.Equal(t, termsig.Terminate, nt.Kind)
+	h.logs.waitFor(t, "gcemeta: requests work again", "key="+preempted)
+	assert.Empty(t, stopAndDrain(h.n))
+}
+
+func TestServerIgnoringWaitForChangeDoesNotSpin(t *testing.T) {
+	const interval = 25 * time.Millisecond
+	srv := newServer(t)
+	srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+	cfg := fast(srv)
+	cfg.MinInterval = interval
+	started := time.Now()
+	h := run(t, srv, cfg)
+	const reads = 11
+	await(t, srv, "reads", func() bool { return srv.Requests(preempted) >= reads })
+	took := time.Since(started)
+	// The read and the first long poll go at once; then each long poll
+	// that was answered is followed MinInterval after it started.
+	assert.GreaterOrEqual(t, took, (reads-2)*interval, "requests for one key are MinInterval apart")
+	t.Logf("%d reads of one key in %v", reads, took)
+
+	srv.Set(preempted, "TRUE")
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind, "changes are still seen")
+	r := srv.Requests(preempted)
+	await(t, srv, "more reads", func() bool { return srv.Requests(preempted) >= r+3 })
+	assert.Empty(t, stopAndDrain(h.n))
+	assert.Zero(t, h.logs.count("gcemeta: request failed; retrying"), "an early answer is not an error")
+}
+
+func TestServerThatNeverAnswers(t *testing.T) {
+	srv := newServer(t)
+	srv.Inject(gcemetatest.Fault{Hang: true})
+	cfg := fast(srv)
+	cfg.RequestTimeout = 50 * time.Millisecond
+	h := run(t, srv, cfg)
+	h.logs.waitFor(t, "gcemeta: request failed; retrying", "no answer within 50ms")
+	err := h.n.Status()[0].Err
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	var me *gcemeta.Error
+	assert.ErrorAs(t, err, &me)
+
+	srv.Set(preempted, "TRUE")
+	srv.ClearFaults() // the server wakes up
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind)
+	h.logs.waitFor(t, "termsig: source recovered")
+	assert.Empty(t, stopAndDrain(h.n))
+}
+
+func TestLongPollThatNeverEndsIsAbandoned(t *testing.T) {
+	srv := newServer(t)
+	cfg := fast(srv)
+	cfg.WaitTimeout = time.Second
+	cfg.RequestTimeout = 50 * time.Millisecond
+	h := run(t, srv, cfg)
+	awaitPolling(t, srv, preempted)
+	// From now on the server takes requests but never answers, as over a
+	// connection that died silently.
+	srv.Inject(gcemetatest.Fault{Key: preempted, Hang: true})
+	srv.DropWaiting(preempted)
+	// The drop is the first failure; the Notifier logs each new error.
+	h.logs.waitFor(t, "termsig: source error, retrying", "instance/preempted: no answer within 1.05s")
+	assert.Empty(t, stopAndDrain(h.n))
+}
+
+func TestBadValuesNeverNotify(t *testing.T) {
+	html := "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head><body>TRUE</body></html>\n"
+	for _, tc := range []struct {
+		key, bad, good string
+		want           termsig.Kind
+	}{
+		{preempted, "", "TRUE", termsig.Terminate},
+		{preempted, html, "TRUE", termsig.Terminate},
+		{preempted, "MAYBE", "TRUE", termsig.Terminate},
+		{preempted, "TRUE FALSE", "TRUE", termsig.Terminate},
+		{preempted, "1", "TRUE", termsig.Terminate},
+		{maintenance, "", "MIGRATE_ON_HOST_MAINTENANCE", termsig.Maintenance},
+		{maintenance, html, "MIGRATE_ON_HOST_MAINTENANCE", termsig.Maintenance},
+		{maintenance, "terminate_on_host_maintenance", "MIGRATE_ON_HOST_MAINTENANCE", termsig.Maintenance},
+		{maintenance, "MIGRATE ON HOST MAINTENANCE", "MIGRATE_ON_HOST_MAINTENANCE", termsig.Maintenance},
+		{maintenance, `{"event":"TERMINATE"}`, "MIGRATE_ON_HOST_MAINTENANCE", termsig.Maintenance},
+		{upcoming, "", windowPending, termsig.Maintenance},
+		{upcoming, html, windowPending, termsig.Maintenance},
+		{upcoming, "null", windowPending, termsig.Maintenance},
+		{upcoming, "[]", windowPending, termsig.Maintenance},
+		{upcoming, `{"type":5}`, windowPending, termsig.Maintenance},
+		{upcoming, `{"type":"SCHEDULED","window_start_time":"tomorrow"}`, windowPending, termsig.Maintenance},
+		{upcoming, `{"something":"else"}`, windowPending, termsig.Maintenance},
+		{upcoming, `{"type":"SCHEDULED"`, windowPending, termsig.Maintenance},
+	} {
+		for _, how := range []string{"value", "page"} {
+			if how == "page" && tc.bad == "" {
+				continue // the fake's Body cannot be empty; "value" covers it
+			}
+			t.Run(tc.key+"/"+how+"/"+tc.bad, func(t *testing.T) {
+				srv := newServer(t)
+				if how == "page" {
+					// A 200 page from something in the way, in place of
+					// the first answer.
+					srv.Inject(gcemetatest.Fault{Key: tc.key, Body: tc.bad, Count: 1})
+				}
+				h := run(t, srv, fast(srv))
+				if how == "value" {
+					awaitPolling(t, srv, tc.key)
+					srv.Set(tc.key, tc.bad) // the server's value itself
+				}
+				h.logs.waitFor(t, "gcemeta: request failed; retrying", "key="+tc.key)
+				flip(t, srv, tc.key, tc.good)
+				nt := receive(t, h.n)
+				assert.Equal(t, tc.want, nt.Kind)
+				assert.Equal(t, tc.good, nt.Raw)
+				assert.NoError(t, h.n.Status()[0].Err)
+				assert.Empty(t, stopAndDrain(h.n))
+			})
+		}
+	}
+}
+
+// --- Stop ---
+
+// stopLimit is how soon Stop must return, whatever the server does.
+const stopLimit = 100 * time.Millisecond
+
+// promptly runs scenario, which returns how long a Stop took, up to three
+// times, and fails unless one run took less than stopLimit. A source that
+// waited for the server would take its RequestTimeout (seconds) every
+// time; retrying only absorbs a scheduling hiccup on a loaded machine
+// (seen once at 750 ms while other packages' tests ran).
+func promptly(t *testing.T, scenario func(t *testing.T) time.Duration) {
+	t.Helper()
+	var took []time.Duration
+	for range 3 {
+		d := scenario(t)
+		took = append(took, d)
+		if d < stopLimit {
+			t.Logf("Stop took %v", took)
+			return
+		}
+	}
+	t.Fatalf("Stop took %v; want less than %v", took, stopLimit)
+}
+
+func TestStopWithin100ms(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) (ready func())
+	}{
+		{"idle long poll", func(t *testing.T, srv *gcemetatest.Server, _ *gcemeta.Config) func() {
+			return func() { awaitPolling(t, srv, preempted) }
+		}},
+		{"hung server", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
+			srv.Inject(gcemetatest.Fault{Hang: true})
+			cfg.RequestTimeout = time.Minute
+			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
+		}},
+		{"slow server", func(t *testing.T, srv *gcemetatest.Server, _ *gcemeta.Config) func() {
+			srv.Inject(gcemetatest.Fault{Delay: time.Minute})
+			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
+		}},
+		{"backoff after 503", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
+			srv.Inject(gcemetatest.Fault{Status: 503})
+			cfg.Backoff, cfg.MaxBackoff = time.Minute, time.Minute
+			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
+		}},
+		{"backoff after dropped connection", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
+			srv.Inject(gcemetatest.Fault{Drop: true})
+			cfg.Backoff, cfg.MaxBackoff = time.Minute, time.Minute
+			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
+		}},
+		{"spacing after early answer", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
+			srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+			cfg.MinInterval = time.Minute
+			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 2 }) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			promptly(t, func(t *testing.T) time.Duration {
+				srv := gcemetatest.NewServer()
+				defer srv.Close()
+				cfg := fast(srv)
+				ready := tc.setup(t, srv, &cfg)
+				n := termsig.New(gcemeta.New(cfg))
+				ready()
+				start := time.Now()
+				n.Stop()
+				took := time.Since(start)
+				assert.Equal(t, termsig.StateStopped, n.Status()[0].State)
+				return took
+			})
+		})
+	}
+}
+
+func TestStopWithin100msHalfOpen(t *testing.T) {
+	promptly(t, func(t *testing.T) time.Duration {
+		// A listener that accepts connections and never reads or
+		// writes: the server is up at the TCP level and silent above it.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		var (
+			mu    sync.Mutex
+			conns []net.Conn
+		)
+		accepted := make(chan struct{}, 16)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				accepted <- struct{}{}
+			}
+		}()
+		defer func() {
+			ln.Close()
+			<-done
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		n := termsig.New(gcemeta.New(gcemeta.Config{Host: ln.Addr().String()}))
+		for range 3 { // one connection per key
+			select {
+			case <-accepted:
+			case <-time.After(wait):
+				t.Fatal("no connection")
+			}
+		}
+		start := time.Now()
+		n.Stop()
+		return time.Since(start)
+	})
+}
+
+func TestWatchReturnsCtxErr(t *testing.T) {
+	srv := newServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- gcemeta.New(fast(srv)).Watch(ctx, make(chan termsig.Notice)) }()
+	awaitPolling(t, srv, preempted)
+	cancel()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(wait):
+		t.Fatal("Watch did not return")
+	}
+}
+
+func TestStopWhileNoticeIsUnread(t *testing.T) {
+	// The source waits to hand a notice over; Stop must still be prompt.
+	promptly(t, func(t *testing.T) time.Duration {
+		srv := gcemetatest.NewServer()
+		defer srv.Close()
+		srv.Set(preempted, "TRUE")
+		srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+		ctx, cancel := context.WithCancel(context.Background())
+		out := make(chan termsig.Notice) // never read
+		errc := make(chan error, 1)
+		go func() { errc <- gcemeta.New(fast(srv)).Watch(ctx, out) }()
+		awaitPolling(t, srv, upcoming)
+		await(t, srv, "reads", func() bool { return srv.Requests(preempted) >= 1 && srv.Requests(maintenance) >= 1 })
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-errc:
+			assert.ErrorIs(t, err, context.Canceled)
+		case <-time.After(wait):
+			t.Fatal("Watch did not return")
+		}
+		return time.Since(start)
+	})
+}
+
+func TestErrorMessage(t *testing.T) {
+	e := &gcemeta.Error{Key: preempted, Err: errors.New("boom")}
+	assert.Equal(t, "gcemeta: instance/preempted: boom", e.Error())
+	assert.Equal(t, "boom", errors.Unwrap(e).Error())
+}
