@@ -1,0 +1,418 @@
+package acpi
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// open returns the selected transports that are available now. Failures
+// are logged at debug level: a missing transport is the common case.
+func (s *Source) open() []transport {
+	var ts []transport
+	want := s.cfg.Transports
+	if want&Netlink != 0 {
+		c, err := dialNetlink()
+		if err != nil {
+			s.log.Debug("acpi: netlink unavailable", "err", err)
+		} else {
+			ts = append(ts, &netlinkTransport{conn: c})
+		}
+	}
+	if want&Acpid != 0 {
+		// Only look: acpid is connected to in run, where failures are
+		// retried.
+		fi, err := os.Stat(s.cfg.AcpidSocket)
+		switch {
+		case err != nil:
+			s.log.Debug("acpi: acpid unavailable", "err", err)
+		case fi.Mode()&os.ModeSocket == 0:
+			s.log.Debug("acpi: acpid unavailable: not a socket", "path", s.cfg.AcpidSocket)
+		default:
+			ts = append(ts, &acpidTransport{path: s.cfg.AcpidSocket})
+		}
+	}
+	if want&Input != 0 {
+		ts = append(ts, s.openInputs()...)
+	}
+	return ts
+}
+
+// pastDeadline returns a deadline that has passed: setting it unblocks a
+// read at once.
+func pastDeadline() time.Time { return time.Unix(1, 0) }
+
+// onDone runs unblock once ctx is done, and returns a function that
+// cancels that or, if unblock has started, waits until it has finished, so
+// that no goroutine of ours outlives the caller.
+func onDone(ctx context.Context, unblock func()) (release func()) {
+	ran := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(ran)
+		unblock()
+	})
+	return func() {
+		if !stop() {
+			<-ran
+		}
+	}
+}
+
+// sleep waits for d or until ctx is done, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// A backoff doubles from base to max. No jitter: one process per host
+// reconnects to its own acpid or kernel, so there is no herd to spread.
+type backoff struct {
+	base, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.base
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// retry runs session again and again until ctx is done: each failure is
+// reported with termsig.ReportError and logged once, then waited out with
+// backoff. A session reports through ok that it worked (connected), and
+// returns whether it made progress, which resets the backoff.
+func retry(ctx context.Context, w *watcher, t Transport, session func(ok func()) (progress bool, err error)) {
+	b := backoff{base: w.s.cfg.BackoffBase, max: w.s.cfg.BackoffMax}
+	failing := false
+	ok := func() {
+		w.health(ctx, t, nil)
+		if failing {
+			w.s.log.Info("acpi: transport recovered", "transport", t.String())
+			failing = false
+		}
+	}
+	for ctx.Err() == nil {
+		progress, err := session(ok)
+		if ctx.Err() != nil {
+			return
+		}
+		if progress {
+			b.reset()
+		}
+		w.health(ctx, t, err)
+		if !failing {
+			w.s.log.Warn("acpi: transport failed, retrying", "transport", t.String(), "err", err)
+			failing = true
+		}
+		if !sleep(ctx, b.next()) {
+			return
+		}
+	}
+}
+
+// The netlink transport.
+
+type netlinkConn struct {
+	nl     *netlink.Conn
+	family uint16
+}
+
+// dialNetlink subscribes to the acpi_event family's multicast group. The
+// family is only visible in the initial network namespace, so that this
+// fails in a container with a network namespace of its own, where the
+// host's power button is not ours to watch anyway.
+func dialNetlink() (*netlinkConn, error) {
+	nl, err := netlink.Dial(unix.NETLINK_GENERIC, nil)
+	if err != nil {
+		return nil, fmt.Errorf("acpi: netlink: %w", err)
+	}
+	fam, err := genetlink.NewConn(nl).GetFamily(genlFamily)
+	if err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("acpi: netlink family %s: %w", genlFamily, err)
+	}
+	for _, g := range fam.Groups {
+		if g.Name != genlGroup {
+			continue
+		}
+		if err := nl.JoinGroup(g.ID); err != nil {
+			nl.Close()
+			return nil, fmt.Errorf("acpi: netlink group %s/%s: %w", genlFamily, genlGroup, err)
+		}
+		return &netlinkConn{nl: nl, family: fam.ID}, nil
+	}
+	nl.Close()
+	return nil, fmt.Errorf("acpi: netlink family %s has no group %s", genlFamily, genlGroup)
+}
+
+type netlinkTransport struct {
+	conn *netlinkConn // nil after a failure, until re-subscribed
+}
+
+func (t *netlinkTransport) kind() Transport { return Netlink }
+
+func (t *netlinkTransport) close() {
+	if t.conn != nil {
+		t.conn.nl.Close()
+		t.conn = nil
+	}
+}
+
+func (t *netlinkTransport) run(ctx context.Context, w *watcher) error {
+	defer t.close()
+	w.s.log.Debug("acpi: netlink subscribed", "port", t.conn.nl.PID())
+	retry(ctx, w, Netlink, func(ok func()) (bool, error) {
+		if t.conn == nil {
+			c, err := dialNetlink()
+			if err != nil {
+				return false, err
+			}
+			t.conn = c
+			w.s.log.Debug("acpi: netlink subscribed", "port", c.nl.PID())
+			ok()
+		}
+		progress, err := t.receive(ctx, w)
+		t.close()
+		return progress, err
+	})
+	return nil
+}
+
+func (t *netlinkTransport) receive(ctx context.Context, w *watcher) (progress bool, err error) {
+	c := t.conn
+	defer onDone(ctx, func() { c.nl.SetReadDeadline(pastDeadline()) })()
+	for {
+		msgs, err := c.nl.Receive()
+		if err != nil {
+			if ctx.Err() != nil {
+				return progress, ctx.Err()
+			}
+			if errors.Is(err, unix.ENOBUFS) {
+				// The socket stays usable; the events that did not fit are
+				// lost, and the other transports may have them.
+				w.s.log.Warn("acpi: netlink receive buffer overrun, events lost")
+				continue
+			}
+			return progress, fmt.Errorf("acpi: netlink receive: %w", err)
+		}
+		progress = true
+		for _, m := range msgs {
+			if m.Header.Type != netlink.HeaderType(c.family) {
+				continue
+			}
+			ev, err := parseGenlMessage(m.Data)
+			if err != nil {
+				w.ignore(Netlink, err.Error(), hex.EncodeToString(m.Data))
+				continue
+			}
+			if !ev.isPowerPress() {
+				w.ignore(Netlink, "not a power-button press", ev.String())
+				continue
+			}
+			p := press{t: Netlink, device: clip(ev.bus), raw: ev.String(), at: time.Now()}
+			if !w.press(ctx, p) {
+				return progress, ctx.Err()
+			}
+		}
+	}
+}
+
+// The acpid transport.
+
+type acpidTransport struct {
+	path string
+}
+
+func (t *acpidTransport) kind() Transport { return Acpid }
+func (t *acpidTransport) close()          {}
+
+// acpidMaxLine bounds a line from acpid; longer ones are skipped. acpid's
+// lines are well under 100 bytes.
+const acpidMaxLine = 512
+
+func (t *acpidTransport) run(ctx context.Context, w *watcher) error {
+	var d net.Dialer
+	first := true
+	retry(ctx, w, Acpid, func(ok func()) (bool, error) {
+		conn, err := d.DialContext(ctx, "unix", t.path)
+		if err != nil {
+			return false, fmt.Errorf("acpi: acpid: %w", err)
+		}
+		defer conn.Close()
+		ok()
+		if first {
+			w.s.log.Debug("acpi: connected to acpid", "path", t.path)
+			first = false
+		}
+		progress, err := t.read(ctx, w, conn)
+		if err == io.EOF {
+			err = errors.New("acpi: acpid closed the connection")
+		} else if err != nil {
+			err = fmt.Errorf("acpi: acpid: %w", err)
+		}
+		return progress, err
+	})
+	return nil
+}
+
+func (t *acpidTransport) read(ctx context.Context, w *watcher, conn net.Conn) (progress bool, err error) {
+	defer onDone(ctx, func() { conn.SetReadDeadline(pastDeadline()) })()
+	r := bufio.NewReaderSize(conn, acpidMaxLine)
+	skipping := false
+	for {
+		b, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if !skipping {
+				w.ignore(Acpid, "line too long", string(b))
+			}
+			skipping = true
+			continue
+		}
+		if err != nil {
+			// A partial line at the end is not an event.
+			if ctx.Err() != nil {
+				return progress, ctx.Err()
+			}
+			return progress, err
+		}
+		progress = true
+		if skipping {
+			skipping = false
+			continue
+		}
+		line := strings.TrimRight(string(b), "\r\n")
+		ev, err := parseAcpidLine(line)
+		if err != nil {
+			w.ignore(Acpid, err.Error(), line)
+			continue
+		}
+		if !ev.isPowerPress() {
+			w.ignore(Acpid, "not a power-button press", line)
+			continue
+		}
+		if !w.press(ctx, press{t: Acpid, device: clip(ev.bus), raw: line, at: time.Now()}) {
+			return progress, ctx.Err()
+		}
+	}
+}
+
+// The input transport: one per device.
+
+// openInputs opens the input devices that match the glob and have
+// KEY_POWER. A device that cannot be read (permissions: event devices are
+// usually root:input 0660) is skipped.
+func (s *Source) openInputs() []transport {
+	paths, err := filepath.Glob(s.cfg.InputDevices)
+	if err != nil {
+		s.log.Debug("acpi: input devices unavailable", "glob", s.cfg.InputDevices, "err", err)
+		return nil
+	}
+	var ts []transport
+	for _, p := range paths {
+		name, err := s.powerKeyDevice(p)
+		if err != nil {
+			s.log.Debug("acpi: input device skipped", "path", p, "err", err)
+			continue
+		}
+		// O_NONBLOCK: a FIFO standing in for a device must not block the
+		// open, and os.File then polls the descriptor, so that a read
+		// deadline can unblock a read.
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			s.log.Debug("acpi: input device skipped", "path", p, "err", err)
+			continue
+		}
+		ts = append(ts, &inputTransport{path: p, name: name, f: f})
+	}
+	if len(ts) == 0 {
+		s.log.Debug("acpi: input unavailable: no readable device with KEY_POWER", "glob", s.cfg.InputDevices)
+	}
+	return ts
+}
+
+// powerKeyDevice returns the name of the input device at path if its key
+// capabilities include KEY_POWER, and an error otherwise.
+func (s *Source) powerKeyDevice(path string) (name string, err error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	dev := filepath.Join(s.cfg.SysfsRoot, "class", "input", filepath.Base(real), "device")
+	caps, err := os.ReadFile(filepath.Join(dev, "capabilities", "key"))
+	if err != nil {
+		return "", err
+	}
+	ok, err := hasKey(string(caps), keyPower, strconv.IntSize)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", errors.New("no KEY_POWER")
+	}
+	b, _ := os.ReadFile(filepath.Join(dev, "name"))
+	return clip(strings.TrimSpace(string(b))), nil
+}
+
+type inputTransport struct {
+	path string
+	name string
+	f    *os.File
+}
+
+func (t *inputTransport) kind() Transport { return Input }
+func (t *inputTransport) close()          { t.f.Close() }
+
+// run reads input_event records until ctx is done. An input device does not
+// come back once it has gone, so an error ends the transport for good.
+func (t *inputTransport) run(ctx context.Context, w *watcher) error {
+	defer t.close()
+	w.s.log.Debug("acpi: reading input device", "path", t.path, "name", t.name)
+	// A regular file (a recording) cannot take a deadline, but reading it
+	// never blocks either.
+	defer onDone(ctx, func() { t.f.SetReadDeadline(pastDeadline()) })()
+	buf := make([]byte, 64*inputEventSize)
+	var stream inputStream
+	for {
+		n, err := t.f.Read(buf)
+		for _, rec := range stream.feed(buf[:n]) {
+			p := press{t: Input, device: t.path, raw: hex.EncodeToString(rec), at: time.Now()}
+			if !w.press(ctx, p) {
+				return nil
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == io.EOF {
+				err = errors.New("end of file")
+			}
+			w.s.log.Warn("acpi: input device gone", "path", t.path, "err", err)
+			return fmt.Errorf("acpi: input device %s: %w", t.path, err)
+		}
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package acpi
+
+// open finds no transport: the three of them are Linux interfaces, so that
+// Watch returns ErrUnavailable and Available returns zero.
+func (s *Source) open() []transport { return nil }

@@ -1,0 +1,61 @@
+// Package acpi reports presses of the ACPI power button as termsig
+// notices.
+//
+// Clouds deliver "shut down now" as a power-button press, an ACPI G2
+// soft-off: Google Compute Engine when it preempts a spot VM (about 30 s
+// before it powers the VM off), AWS Nitro instances when they are stopped or
+// terminated. A press gives a [termsig.Terminate] notice whose Deadline is
+// zero (unknown) and whose Reason names the device and the transport, such
+// as "power button LNXPWRBN:00 (netlink)".
+//
+// # Transports
+//
+// The press reaches user space in three ways, and [Source.Watch] uses every
+// one that the host has ([Config.Transports] narrows the choice;
+// [Source.Available] tells which are there):
+//
+//   - [Netlink]: the kernel's generic netlink family "acpi_event", multicast
+//     group "acpi_mc_group", both resolved by name. It carries a struct
+//     acpi_genl_event; a press is device class "button/power" with type
+//     0x80. The family exists only in the host's initial network namespace,
+//     so a container with a network namespace of its own does not see it.
+//   - [Acpid]: acpid's UNIX socket ([Config.AcpidSocket], by default
+//     /var/run/acpid.socket), one line per event ("button/power PBTN
+//     00000080 00000000"; tokens after the fourth are ignored). When acpid
+//     goes away, Watch reconnects with backoff and reports the failure with
+//     [termsig.ReportError] meanwhile. The socket must exist when Watch
+//     starts for acpid to be used.
+//   - [Input]: the input devices (/dev/input/event*) whose key capabilities
+//     in sysfs include KEY_POWER; a press is an EV_KEY/KEY_POWER event with
+//     value 1 (not the release, 0, nor an autorepeat, 2). Reading them
+//     usually needs root or the "input" group. A keyboard that has a power
+//     key is read too; its other keys are neither kept nor logged. A device
+//     that goes away is not reopened.
+//
+// Watch returns an error wrapping [termsig.ErrUnavailable] when none is
+// there, and always on systems other than Linux.
+//
+// # One press, one notice
+//
+// One press reaches several transports, and acpid reports it twice
+// ("button/power PBTN ..." from the input layer, "button/power LNXPWRBN:00
+// ..." from the kernel). Reports that arrive within [Config.DedupeWindow]
+// (2 s by default) of the press that gave the last notice are taken for
+// that press and dropped, with a debug log. A press after the window is a
+// new notice, which a program may take as "hurry".
+//
+// # Other ACPI events
+//
+// The lid, the sleep button, the AC adapter, the battery and thermal zones
+// also send ACPI events. None of them means that the machine is going away
+// (closing a laptop's lid suspends it at most), so they are not notices:
+// they are logged at debug level and dropped. So is anything malformed: a
+// payload that cannot be read is never a notice and never a panic.
+//
+// # Testing
+//
+// Package [github.com/termsig/termsig/acpi/acpitest] has a fake acpid on a
+// real UNIX socket, fake input devices (FIFOs with their sysfs entries) and
+// builders for netlink and input_event bytes, for the tests of programs
+// that use this package.
+package acpi
