@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/acpi"
+	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/signal"
 )
@@ -24,6 +27,12 @@ type Config struct {
 	// IMDS configures the imds source, if it applies.
 	IMDS imds.Config
 
+	// GCE configures the gcemeta source, if it applies.
+	GCE gcemeta.Config
+
+	// ACPI configures the acpi source, if it applies.
+	ACPI acpi.Config
+
 	// Root is where the host's files are read from (DMI under
 	// sys/class/dmi/id); empty means "/". It is handed to the sources whose
 	// own Config has no Root. Tests point it at a directory of their own.
@@ -35,7 +44,12 @@ type Config struct {
 //   - signal: always;
 //   - imds: on EC2 (DMI), or when an IMDS endpoint is configured or set in
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT, unless AWS_EC2_METADATA_DISABLED
-//     is true.
+//     is true;
+//   - gcemeta: on GCE (DMI product name "Google Compute Engine" or
+//     "Google"), or when GCE_METADATA_HOST or GCE.Host is set;
+//   - acpi: on Linux, when a power-button transport is available: the
+//     kernel's acpi_event netlink family, acpid's socket, or an input
+//     device with KEY_POWER.
 //
 // Detection reads only local facts (DMI files, environment variables), so
 // it is fast and never probes the network. Hand the result to termsig.New.
@@ -45,6 +59,12 @@ func Detect(cfg Config) []termsig.Source {
 	ic := cfg.IMDS
 	inherit(&ic.Logger, &ic.Root, cfg)
 	if s := imds.New(ic); s.Available() == nil {
+		srcs = append(srcs, s)
+	}
+	if s := gcemeta.New(gceConfig(cfg)); s.Available() == nil {
+		srcs = append(srcs, s)
+	}
+	if s := acpi.New(acpiConfig(cfg)); s.Available() != 0 {
 		srcs = append(srcs, s)
 	}
 
@@ -59,7 +79,7 @@ func Detect(cfg Config) []termsig.Source {
 }
 
 // Names are the names ByName knows, in Detect's order.
-var names = []string{signal.Name, imds.Name}
+var names = []string{signal.Name, imds.Name, gcemeta.Name, acpi.Name}
 
 // ByName returns the sources named in names (such as "signal", "imds"),
 // configured by cfg, whether or not they apply on this host: one that does
@@ -82,6 +102,10 @@ func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
 			ic := cfg.IMDS
 			inherit(&ic.Logger, &ic.Root, cfg)
 			srcs = append(srcs, imds.New(ic))
+		case gcemeta.Name:
+			srcs = append(srcs, gcemeta.New(gceConfig(cfg)))
+		case acpi.Name:
+			srcs = append(srcs, acpi.New(acpiConfig(cfg)))
 		default:
 			return nil, fmt.Errorf("sources: unknown source %q (known: %s)", name, strings.Join(Names(), ", "))
 		}
@@ -91,6 +115,38 @@ func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
 
 // Names returns the names of the sources this package knows.
 func Names() []string { return append([]string(nil), names...) }
+
+// gceConfig is cfg.GCE with cfg's Logger and Root where it has none.
+func gceConfig(cfg Config) gcemeta.Config {
+	gc := cfg.GCE
+	inherit(&gc.Logger, &gc.Root, cfg)
+	return gc
+}
+
+// acpiConfig is cfg.ACPI with cfg's Logger and, under a Root other than
+// "/" (a test's fake host), only the transports that are files, under
+// Root: the kernel's netlink family cannot be redirected.
+func acpiConfig(cfg Config) acpi.Config {
+	ac := cfg.ACPI
+	if ac.Logger == nil {
+		ac.Logger = cfg.Logger
+	}
+	if cfg.Root != "" && cfg.Root != "/" {
+		if ac.Transports == 0 {
+			ac.Transports = acpi.Acpid | acpi.Input
+		}
+		if ac.AcpidSocket == "" {
+			ac.AcpidSocket = filepath.Join(cfg.Root, "var/run/acpid.socket")
+		}
+		if ac.InputDevices == "" {
+			ac.InputDevices = filepath.Join(cfg.Root, "dev/input/event*")
+		}
+		if ac.SysfsRoot == "" {
+			ac.SysfsRoot = filepath.Join(cfg.Root, "sys")
+		}
+	}
+	return ac
+}
 
 // inherit fills a source's Logger and Root from cfg where they are unset.
 func inherit(logger **slog.Logger, root *string, cfg Config) {

@@ -3,11 +3,14 @@ package sources_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/termsig/termsig/acpi/acpitest"
+	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/sources"
 )
@@ -51,6 +54,9 @@ func TestDetect(t *testing.T) {
 		{name: "ec2, imds disabled", dmi: map[string]string{"sys_vendor": "Amazon EC2"}, env: map[string]string{"AWS_EC2_METADATA_DISABLED": "true"}, want: []string{"signal"}},
 		{name: "imds endpoint env", env: map[string]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:1338"}, want: []string{"signal", "imds"}},
 		{name: "imds endpoint config", cfg: sources.Config{IMDS: imds.Config{Endpoint: "http://127.0.0.1:1338"}}, want: []string{"signal", "imds"}},
+		{name: "gce", dmi: map[string]string{"product_name": "Google Compute Engine"}, want: []string{"signal", "gcemeta"}},
+		{name: "gce host env", env: map[string]string{"GCE_METADATA_HOST": "127.0.0.1:1"}, want: []string{"signal", "gcemeta"}},
+		{name: "gce host config", cfg: sources.Config{GCE: gcemeta.Config{Host: "127.0.0.1:1"}}, want: []string{"signal", "gcemeta"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clean(t)
@@ -78,5 +84,25 @@ func TestByName(t *testing.T) {
 	_, err = sources.ByName(sources.Config{}, "signal", "signal")
 	assert.ErrorContains(t, err, `"signal" named twice`)
 	_, err = sources.ByName(sources.Config{}, "azure")
-	assert.ErrorContains(t, err, `unknown source "azure" (known: signal, imds`)
+	assert.ErrorContains(t, err, `unknown source "azure" (known: signal, imds, gcemeta, acpi)`)
+
+	srcs, err = sources.ByName(sources.Config{}, "gcemeta", "acpi")
+	require.NoError(t, err)
+	assert.Equal(t, "gcemeta", srcs[0].Name())
+	assert.Equal(t, "acpi", srcs[1].Name())
+}
+
+// Under a fake Root, acpi looks for acpid's socket there.
+func TestDetectACPIUnderRoot(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the acpi source works on Linux only")
+	}
+	clean(t)
+	root := fakeRoot(t, nil)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/run"), 0o755))
+	acpid, err := acpitest.NewAcpid()
+	require.NoError(t, err)
+	defer acpid.Close()
+	require.NoError(t, os.Symlink(acpid.Path(), filepath.Join(root, "var/run/acpid.socket")))
+	assert.Equal(t, []string{"signal", "acpi"}, names(sources.Config{Root: root}))
 }
