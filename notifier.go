@@ -285,20 +285,28 @@ func (r *run) finish(ctx context.Context, err error) {
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		st = StateUnavailable
-		r.n.log.Info("termsig: source unavailable", "source", r.name, "err", err)
 	case ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)):
 		st, err = StateStopped, nil
-		r.n.log.Debug("termsig: source stopped", "source", r.name)
 	case err == nil:
 		st = StateStopped
-		r.n.log.Warn("termsig: source returned before Stop", "source", r.name)
 	default:
 		st = StateFailed
-		r.n.log.Error("termsig: source failed", "source", r.name, "err", err)
 	}
+	// State first, log second: whoever reads the log line then finds
+	// Status saying the same.
 	r.mu.Lock()
 	r.state, r.err = st, err
 	r.mu.Unlock()
+	switch {
+	case st == StateUnavailable:
+		r.n.log.Info("termsig: source unavailable", "source", r.name, "err", err)
+	case st == StateFailed:
+		r.n.log.Error("termsig: source failed", "source", r.name, "err", err)
+	case ctx.Err() != nil:
+		r.n.log.Debug("termsig: source stopped", "source", r.name)
+	default:
+		r.n.log.Warn("termsig: source returned before Stop", "source", r.name)
+	}
 
 	r.n.mu.Lock()
 	r.n.live--
