@@ -3,7 +3,6 @@ package imds_test
 import (
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -23,8 +22,8 @@ var (
 // starts answering 200 on spot/instance-action to the notice on
 // Notifier.C, over -imds.trials trials, at Interval 1 s (the default),
 // 100 ms, and 2 s, which stands for the reference handler's fixed 2-second
-// poller. Each trial flips the answer at a random moment of the polling
-// cycle. Workers run trials side by side, each with its own fake and
+// poller. The trials flip the answer at phases spread evenly over the
+// polling cycle. Workers run trials side by side, each with its own fake and
 // source, to keep the wall time down; the CPU is nearly idle throughout.
 //
 //	go test -run XXX -bench DetectionLatency -benchtime 1x ./imds
@@ -62,13 +61,13 @@ func measureLatency(b *testing.B, interval time.Duration, trials, workers int) [
 		wg  sync.WaitGroup
 	)
 	per := (trials + workers - 1) / workers
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
 			srv := imdstest.NewServer()
 			defer srv.Close()
 			n := termsig.New(imds.New(imds.Config{Endpoint: srv.URL, Interval: interval, Events: imds.SpotInterruption}))
 			defer n.Stop()
-			for range per {
+			for i := range per {
 				// Clear, and let the source see two 404s, so that the next
 				// interruption is news to it.
 				srv.ClearInterruption()
@@ -76,7 +75,12 @@ func measureLatency(b *testing.B, interval time.Duration, trials, workers int) [
 					b.Error(err)
 					return
 				}
-				time.Sleep(rand.N(interval)) // a random phase of the polling cycle
+				// answered returns just after a poll, so this sleep sets the
+				// phase of the flip in the polling cycle. The phases are
+				// spread evenly over the cycle (stratified), so that the
+				// mean is not at the mercy of a few random draws.
+				k := i*workers + w
+				time.Sleep(time.Duration((float64(k) + 0.5) / float64(per*workers) * float64(interval)))
 				flip := time.Now()
 				srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
 				select {
