@@ -3,6 +3,7 @@ package gcemeta_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -127,60 +129,30 @@ func kinds(nts []termsig.Notice) []string {
 	return out
 }
 
-// logRecorder is a slog.Handler that keeps every record and lets a test
-// wait for a message without sleeping.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-	changed chan struct{}
-}
+// logRecorder adapts testlog.Recorder to these tests' calls.
+type logRecorder struct{ *testlog.Recorder }
 
-func newLogRecorder() *logRecorder { return &logRecorder{changed: make(chan struct{})} }
+func newLogRecorder() *logRecorder { return &logRecorder{testlog.New()} }
 
-func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.records = append(l.records, r.Clone())
-	close(l.changed)
-	l.changed = make(chan struct{})
-	l.mu.Unlock()
-	return nil
-}
+func (l *logRecorder) logger() *slog.Logger { return l.Logger() }
 
 // waitFor waits until a record with msg whose attributes, printed as
 // "k=v" pairs, contain every string of attrs has been logged, and returns
 // that line.
 func (l *logRecorder) waitFor(t *testing.T, msg string, attrs ...string) string {
 	t.Helper()
-	timeout := time.After(wait)
-	for {
-		l.mu.Lock()
-		ch := l.changed
-		l.mu.Unlock()
-		if line, ok := l.find(msg, attrs...); ok {
-			return line
-		}
-		select {
-		case <-ch:
-		case <-timeout:
-			t.Fatalf("no log %q with %q", msg, attrs)
-		}
-	}
+	var line string
+	l.WaitUntil(t, fmt.Sprintf("log %q with %q", msg, attrs), func([]slog.Record) bool {
+		var ok bool
+		line, ok = l.find(msg, attrs...)
+		return ok
+	})
+	return line
 }
 
 func (l *logRecorder) find(msg string, attrs ...string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 next:
-	for _, r := range l.records {
-		if r.Message != msg {
-			continue
-		}
+	for _, r := range l.Records(msg) {
 		line := r.Level.String() + " " + r.Message
 		r.Attrs(func(a slog.Attr) bool {
 			line += " " + a.String()
@@ -196,17 +168,7 @@ next:
 	return "", false
 }
 
-func (l *logRecorder) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := 0
-	for _, r := range l.records {
-		if r.Message == msg {
-			c++
-		}
-	}
-	return c
-}
+func (l *logRecorder) count(msg string) int { return l.Count(msg) }
 
 // roundTripper records requests and sends them to a fake, whatever host
 // they were meant for.
