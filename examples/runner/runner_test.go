@@ -262,11 +262,21 @@ func TestSIGTERM(t *testing.T) {
 	r.waitLine(`no deadline in the notice: using -stop-timeout`, 1)
 }
 
+// fifo returns the path of a new FIFO through which a job tells the test
+// that it has got somewhere (see readLine).
+func fifo(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(p, 0o600))
+	return p
+}
+
 func TestSIGINTTwiceKillsTheJobAtOnce(t *testing.T) {
 	e := newEnv(t)
-	e.enqueue(`trap "" TERM INT; sleep 30`)
+	ready := fifo(t)
+	e.enqueue(fmt.Sprintf(`trap "" TERM INT; echo trapped > %s; sleep 30`, ready))
 	r := e.runner(nil, "-grace", "30s", "-stop-timeout", "60s")
 	r.waitLine(`job j-1 started`, 1)
+	readLine(t, ready) // the job ignores SIGTERM and SIGINT from now on
 	r.signal(syscall.SIGINT)
 	r.waitLine(`sent SIGTERM to job j-1`, 1)
 	r.signal(syscall.SIGINT)
@@ -341,14 +351,13 @@ func TestSIGKILLThenRestartCleansUp(t *testing.T) {
 	// the test kills the runner only once the child runs. The shell dies
 	// with the runner (Pdeathsig); the child is left for the next runner
 	// to find.
-	fifo := filepath.Join(t.TempDir(), "child")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	e.enqueue(fmt.Sprintf("sleep 30 & echo $! > %s; wait", fifo))
+	child := fifo(t)
+	e.enqueue(fmt.Sprintf("sleep 30 & echo $! > %s; wait", child))
 	r := e.runner(nil)
 	line := r.waitLine(`job j-1 started \(pid \d+\)`, 1)
 	jobPID, err := strconv.Atoi(regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(line)[1])
 	require.NoError(t, err)
-	readPID(t, fifo) // the child runs
+	readLine(t, child) // the child runs
 	require.NotEmpty(t, liveInGroup(t, jobPID))
 
 	r.signal(syscall.SIGKILL)
@@ -375,9 +384,11 @@ func TestSIGKILLThenRestartCleansUp(t *testing.T) {
 
 func TestJobIgnoringSIGTERMIsKilledAtTheDeadline(t *testing.T) {
 	e := newEnv(t)
-	e.enqueue(`trap "" TERM; sleep 30`)
+	ready := fifo(t)
+	e.enqueue(fmt.Sprintf(`trap "" TERM; echo trapped > %s; sleep 30`, ready))
 	r := e.runner(nil, "-grace", "30s", "-margin", "1s")
 	r.waitLine(`job j-1 started`, 1)
+	readLine(t, ready) // the job ignores SIGTERM from now on
 	deadline := time.Now().Add(3 * time.Second)
 	e.imds.SetInterruption("terminate", deadline)
 	r.waitLine(`sent SIGTERM to job j-1`, 1)
@@ -493,8 +504,8 @@ func liveInGroup(t *testing.T, pgid int) []int {
 	return pids
 }
 
-// readPID reads a pid from a FIFO, waiting for the writer.
-func readPID(t *testing.T, fifo string) int {
+// readLine reads what a job writes to a FIFO, waiting for the writer.
+func readLine(t *testing.T, fifo string) string {
 	t.Helper()
 	got := make(chan string, 1)
 	go func() {
@@ -507,16 +518,14 @@ func readPID(t *testing.T, fifo string) int {
 	}()
 	select {
 	case s := <-got:
-		pid, err := strconv.Atoi(s)
-		require.NoError(t, err, "pid %q", s)
-		return pid
+		return s
 	case <-time.After(wait):
 		// Unblock the reader before failing, so that no goroutine leaks.
 		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 			f.Close()
 		}
 		<-got
-		t.Fatal("the job never reported its child")
+		t.Fatal("the job never wrote to its FIFO")
 	}
-	return 0
+	return ""
 }
