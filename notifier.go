@@ -50,8 +50,11 @@ type Notifier struct {
 func New(sources ...Source) *Notifier { return Config{}.New(sources...) }
 
 // New starts every source at once, each in its own goroutine, and returns
-// the Notifier that merges their notices into [Notifier.C]. It panics if a
-// source is nil. A Notifier with no sources is valid and sends nothing.
+// the Notifier that merges their notices into [Notifier.C]. Before it
+// returns it waits for each [ReadyReporter] (the signal source is one) to
+// be set up, so that nothing those sources watch is missed after New
+// returns. It panics if a source is nil. A Notifier with no sources is
+// valid and sends nothing.
 func (c Config) New(sources ...Source) *Notifier {
 	for i, s := range sources {
 		if s == nil {
@@ -74,7 +77,7 @@ func (c Config) New(sources ...Source) *Notifier {
 		live:   len(sources),
 	}
 	for _, s := range sources {
-		r := &run{n: n, src: s, name: s.Name(), state: StateRunning}
+		r := &run{n: n, src: s, name: s.Name(), state: StateRunning, ready: make(chan struct{})}
 		n.runs = append(n.runs, r)
 	}
 	n.wg.Add(2 * len(n.runs))
@@ -83,6 +86,13 @@ func (c Config) New(sources ...Source) *Notifier {
 		done := make(chan struct{})
 		go r.watch(ctx, in, done)
 		go r.forward(ctx, in, done)
+	}
+	// A signal that arrives a moment after New must not find the default
+	// handler still in place (and kill the process with status 143).
+	for _, r := range n.runs {
+		if _, ok := r.src.(ReadyReporter); ok {
+			<-r.ready
+		}
 	}
 	return n
 }
@@ -190,6 +200,28 @@ func ReportError(ctx context.Context, err error) {
 	}
 }
 
+// Ready tells the Notifier that runs the source watching under ctx that
+// the source has set up what it watches with (installed its signal
+// handler, opened its subscription): from now on no event is missed.
+// [Config.New] waits for it from each [ReadyReporter]. Calling it more
+// than once, or outside a Notifier's Watch context, does nothing.
+func Ready(ctx context.Context) {
+	if r, ok := ctx.Value(runKey{}).(*run); ok {
+		r.readyOnce.Do(func() { close(r.ready) })
+	}
+}
+
+// A ReadyReporter is a [Source] whose setup is quick and local (no
+// network) and whose Watch calls [Ready] once it is done. [Config.New]
+// does not return until each ReadyReporter has called Ready or returned
+// from Watch, so that an event right after New, such as systemd's SIGTERM
+// a moment after start, is not missed. ReportsReady is a marker: it does
+// nothing.
+type ReadyReporter interface {
+	Source
+	ReportsReady()
+}
+
 type runKey struct{}
 
 // A run is one source inside a Notifier.
@@ -197,6 +229,9 @@ type run struct {
 	n    *Notifier
 	src  Source
 	name string
+
+	ready     chan struct{} // closed by Ready, or when Watch returns
+	readyOnce sync.Once
 
 	mu       sync.Mutex
 	state    State
@@ -214,6 +249,7 @@ func (r *run) watch(ctx context.Context, in chan Notice, done chan struct{}) {
 	defer close(done)
 	r.n.log.Debug("termsig: source started", "source", r.name)
 	err := r.src.Watch(context.WithValue(ctx, runKey{}, r), in)
+	r.readyOnce.Do(func() { close(r.ready) })
 	r.finish(ctx, err)
 }
 

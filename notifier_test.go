@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -313,4 +314,39 @@ func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err er
 	}
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// readySource is a ReadyReporter that sets armed, then calls Ready, unless
+// it fails first.
+type readySource struct {
+	armed atomic.Bool
+	fail  error
+}
+
+func (s *readySource) Name() string  { return "ready" }
+func (s *readySource) ReportsReady() {}
+
+func (s *readySource) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	if s.fail != nil {
+		return s.fail
+	}
+	s.armed.Store(true)
+	termsig.Ready(ctx)
+	termsig.Ready(ctx) // twice is fine
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestNewWaitsForReadyReporters(t *testing.T) {
+	for range 20 {
+		s := &readySource{}
+		n := termsig.New(s, sources.NewFake("other"))
+		assert.True(t, s.armed.Load(), "New returned before the source was ready")
+		n.Stop()
+	}
+	// One that ends without calling Ready does not hang New.
+	n := termsig.New(&readySource{fail: fmt.Errorf("no: %w", termsig.ErrUnavailable)})
+	n.Stop()
+	assert.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
+	termsig.Ready(context.Background()) // outside a Notifier: nothing
 }

@@ -57,6 +57,12 @@ func NewMap(m map[os.Signal]termsig.Kind) *Source {
 	return s
 }
 
+// ReportsReady marks Source as a termsig.ReadyReporter: termsig.New
+// returns only once Watch has installed its signal handler, so that a
+// signal sent right after New is a notice rather than the signal's default
+// action (for SIGTERM, death with status 143).
+func (s *Source) ReportsReady() {}
+
 // Name returns "signal".
 func (s *Source) Name() string { return Name }
 
@@ -70,6 +76,7 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	ch := make(chan os.Signal, 16)
 	ossignal.Notify(ch, s.sigs...)
 	defer ossignal.Stop(ch)
+	termsig.Ready(ctx)
 	for {
 		select {
 		case <-ctx.Done():

@@ -134,3 +134,20 @@ func TestStopWhileSignalPending(t *testing.T) {
 		return time.Since(start)
 	})
 }
+
+// A signal sent the moment New returns is a notice, not the default
+// action: New waits for the handler to be installed. Were it not so, this
+// test binary would die of SIGTERM.
+func TestSignalRightAfterNew(t *testing.T) {
+	for range 20 {
+		n := termsig.New(signal.New())
+		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+		select {
+		case nt := <-n.C():
+			assert.Equal(t, termsig.Terminate, nt.Kind)
+		case <-time.After(wait):
+			t.Fatal("no notice")
+		}
+		n.Stop()
+	}
+}
