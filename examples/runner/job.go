@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +31,7 @@ type process struct {
 // SIGKILL leaves no job behind to race the re-run of that job.
 func start(job *Job, runnerName string) (*process, error) {
 	cmd := exec.Command("/bin/sh", "-c", job.Command)
-	cmd.Env = append(os.Environ(), jobEnv+"="+runnerName, "TERMSIG_JOB_ID="+job.ID)
+	cmd.Env = append(os.Environ(), jobEnv+"="+runnerName, jobRunnerEnv+"="+strconv.Itoa(os.Getpid()), "TERMSIG_JOB_ID="+job.ID)
 	out := &tail{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

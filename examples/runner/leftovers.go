@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,16 +13,21 @@ import (
 	"time"
 )
 
-// jobEnv marks every process of a job with the name of the runner that
-// started it, so that a runner can find the jobs of a predecessor that was
-// killed (SIGKILL, OOM) before it could stop them. Pdeathsig kills the
-// job's shell with its runner, but not what the shell started.
-const jobEnv = "TERMSIG_RUNNER_JOB"
+// jobEnv and jobRunnerEnv mark every process of a job with the name and
+// the pid of the runner that started it, so that a runner can find the
+// jobs of a predecessor that was killed (SIGKILL, OOM) before it could stop
+// them. Pdeathsig kills the job's shell with its runner, but not what the
+// shell started.
+const (
+	jobEnv       = "TERMSIG_RUNNER_JOB"
+	jobRunnerEnv = "TERMSIG_RUNNER_PID"
+)
 
 // killLeftovers kills the process groups of jobs left running by an
-// earlier runner of the same name on this host, so that they do not race
-// the re-run of the same jobs, and returns the groups it killed. It waits
-// up to two seconds for them to end.
+// earlier runner of the same name on this host that is gone, so that they
+// do not race the re-run of the same jobs, and returns the groups it
+// killed. The jobs of a runner of the same name that is still alive are
+// left alone. It waits up to two seconds for the killed ones to end.
 func killLeftovers(name string) []int {
 	mark := []byte(jobEnv + "=" + name)
 	groups := map[int]bool{}
@@ -32,7 +38,7 @@ func killLeftovers(name string) []int {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join(dir, "environ"))
-		if err != nil || !hasEntry(env, mark) {
+		if err != nil || !hasEntry(env, mark) || runnerAlive(env) {
 			continue
 		}
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 {
@@ -52,6 +58,26 @@ func killLeftovers(name string) []int {
 		time.Sleep(10 * time.Millisecond) // no way to wait for processes that are not our children
 	}
 	return killed
+}
+
+// runnerAlive reports whether the runner that started a job, named in the
+// job's environment env, is another process that is still alive. This
+// process is not: it has just started (a re-executed image finishes its
+// jobs before exec).
+func runnerAlive(env []byte) bool {
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		v, ok := bytes.CutPrefix(kv, []byte(jobRunnerEnv+"="))
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(string(v))
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			return false
+		}
+		err = syscall.Kill(pid, 0)
+		return err == nil || errors.Is(err, syscall.EPERM)
+	}
+	return false
 }
 
 // hasEntry reports whether the NUL-separated environment env has entry.

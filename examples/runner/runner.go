@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	ossignal "os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,8 +84,13 @@ func (r *runner) run() int {
 	claim := time.NewTimer(0)
 	defer claim.Stop()
 	for {
+		// A reload waits for the job and for its result to be reported:
+		// the new image knows nothing of either.
+		if r.reload && r.job == nil && r.pending == nil {
+			return r.restart()
+		}
 		var claimC <-chan time.Time
-		if r.job == nil && !r.reload && len(r.paused) == 0 {
+		if r.job == nil && (r.pending != nil || !r.reload && len(r.paused) == 0) {
 			claimC = claim.C
 		}
 		var doneC <-chan Result
@@ -96,18 +103,12 @@ func (r *runner) run() int {
 				return r.drain(nt)
 			}
 			r.advise(nt)
-			if r.reload && r.job == nil {
-				return r.restart()
-			}
 			claim.Reset(0)
 		case <-claimC:
 			r.claim()
 			claim.Reset(r.cfg.poll)
 		case res := <-doneC:
 			r.finished(res)
-			if r.reload {
-				return r.restart()
-			}
 			claim.Reset(0)
 		}
 	}
@@ -161,14 +162,42 @@ func (r *runner) register() (id string, code int, ok bool) {
 		case nt := <-r.notices:
 			t.Stop()
 			if nt.Kind.Imminent() {
-				r.tl.Printf("notice before registering: %v; nothing to clean up; exit %d", nt, exitClean)
-				return "", exitClean, false
+				return "", r.leaveBeforeRegistering(nt), false
 			}
 			r.tl.Printf("notice ignored while registering: %v", nt)
 		case <-t.C:
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// leaveBeforeRegistering handles an imminent notice that comes before the
+// runner is registered: there is nothing to clean up, unless this runner
+// was resuming the registration of the image it replaced.
+func (r *runner) leaveBeforeRegistering(nt termsig.Notice) int {
+	r.tl.mark(nt.Observed)
+	r.tl.Printf("notice before registering: %v", nt)
+	if r.cfg.resumeID == "" {
+		r.tl.Printf("nothing to clean up; exit %d", exitClean)
+		return exitClean
+	}
+	deadline := r.deadlineOf(nt)
+	err := retryUntil(deadline, func(ctx context.Context) error { return r.svc.Remove(ctx, r.cfg.resumeID) })
+	if err != nil {
+		r.tl.Printf("could not unregister runner %s before the deadline: %v; exit %d", r.cfg.resumeID, err, exitUnregister)
+		return exitUnregister
+	}
+	r.tl.Printf("unregistered runner %s; exit %d", r.cfg.resumeID, exitClean)
+	return exitClean
+}
+
+// deadlineOf returns the notice's deadline, or -stop-timeout after it when
+// it has none.
+func (r *runner) deadlineOf(nt termsig.Notice) time.Time {
+	if nt.Deadline.IsZero() {
+		return nt.Observed.Add(r.cfg.stopTimeout)
+	}
+	return nt.Deadline
 }
 
 func (r *runner) tryRegister() (string, error) {
@@ -220,6 +249,9 @@ func (r *runner) claim() {
 			return
 		}
 		r.pending = nil
+	}
+	if r.reload || len(r.paused) > 0 {
+		return
 	}
 	var job *Job
 	err := r.call(func(ctx context.Context) (err error) {
@@ -298,7 +330,15 @@ func (r *runner) restart() int {
 	if err == nil {
 		r.tl.Printf("re-executing %s, keeping registration %s", exe, r.id)
 		r.notify("RELOADING=1")
-		r.stop() // let the new image install its own signal handling
+		// Until the new image installs its handler, a second SIGHUP must
+		// not kill the runner: an ignored signal stays ignored across
+		// execve, and Go keeps an inherited SIG_IGN for SIGHUP until
+		// signal.Notify asks for it. (SIGTERM cannot be carried over that
+		// way; a SIGTERM in that instant ends the runner, which is what
+		// SIGTERM asks for, and its registration is removed by the next
+		// start.)
+		ossignal.Ignore(syscall.SIGHUP)
+		r.stop()
 		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, runnerIDEnv+"=") })
 		err = syscall.Exec(exe, os.Args, append(env, runnerIDEnv+"="+r.id))
 	}
@@ -308,28 +348,30 @@ func (r *runner) restart() int {
 
 // drain handles an imminent notice: stop claiming, stop the job (SIGTERM,
 // then SIGKILL at min(deadline-margin, now+grace)), re-queue it, unregister
-// with retries until the deadline, and return the exit status.
+// with retries until the deadline, and return the exit status. A later
+// notice with an earlier deadline (on GCE the power button comes first,
+// with none, and the metadata server's 30 s a moment later) brings the
+// whole plan forward.
 func (r *runner) drain(nt termsig.Notice) int {
 	r.tl.mark(nt.Observed)
 	r.tl.Printf("notice: %v", nt)
 	r.notify("STOPPING=1")
-	deadline := nt.Deadline
-	if deadline.IsZero() {
-		deadline = nt.Observed.Add(r.cfg.stopTimeout)
+	d := &deadline{at: r.deadlineOf(nt)}
+	if nt.Deadline.IsZero() {
 		r.tl.Printf("no deadline in the notice: using -stop-timeout, %v", r.cfg.stopTimeout)
 	} else {
-		r.tl.Printf("deadline in %v", fmtDur(time.Until(deadline)))
+		r.tl.Printf("deadline in %v", fmtDur(time.Until(d.get())))
 	}
-	stopExtending := r.extendTimeout(deadline)
+	stopExtending := r.extendTimeout(d)
 	defer stopExtending()
 
 	r.tl.Printf("stopped claiming jobs")
 	if r.job != nil {
-		r.stopJob(nt, deadline)
+		r.stopJob(nt, d)
 	}
 	if r.pending != nil {
 		p := r.pending
-		err := retryUntil(deadline.Add(-r.cfg.margin/2), func(ctx context.Context) error {
+		err := retryUntil(d.get().Add(-r.cfg.margin/2), func(ctx context.Context) error {
 			if err := r.svc.Report(ctx, r.id, p.job, p.res); !errors.Is(err, ErrJobGone) {
 				return err
 			}
@@ -340,18 +382,43 @@ func (r *runner) drain(nt termsig.Notice) int {
 		}
 	}
 
-	err := retryUntil(deadline, func(ctx context.Context) error { return r.svc.Remove(ctx, r.id) })
+	err := retryUntil(d.get(), func(ctx context.Context) error { return r.svc.Remove(ctx, r.id) })
 	if err != nil {
 		r.tl.Printf("could not unregister runner %s before the deadline: %v; exit %d (the next start of a runner named %q removes the stale registration)", r.id, err, exitUnregister, r.cfg.name)
 		return exitUnregister
 	}
-	r.tl.Printf("unregistered runner %s, %v before the deadline", r.id, fmtDur(time.Until(deadline)))
+	r.tl.Printf("unregistered runner %s, %v before the deadline", r.id, fmtDur(time.Until(d.get())))
 	r.tl.Printf("summary: %s; notice to unregistered %v; exit %d", nt, fmtDur(r.tl.since()), exitClean)
 	return exitClean
 }
 
+// A deadline is the time the drain must be done by. It only moves
+// earlier. It is read by the goroutine that extends systemd's timeout.
+type deadline struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (d *deadline) get() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.at
+}
+
+// tighten moves the deadline to t if t is earlier, and reports whether it
+// did.
+func (d *deadline) tighten(t time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t.IsZero() || !t.Before(d.at) {
+		return false
+	}
+	d.at = t
+	return true
+}
+
 // stopJob ends the running job for a drain and re-queues it.
-func (r *runner) stopJob(nt termsig.Notice, deadline time.Time) {
+func (r *runner) stopJob(nt termsig.Notice, d *deadline) {
 	p := r.job
 	r.job = nil
 	// A job that ended just before the notice ended by itself.
@@ -363,15 +430,18 @@ func (r *runner) stopJob(nt termsig.Notice, deadline time.Time) {
 	default:
 	}
 
-	killAt := time.Now().Add(r.cfg.grace)
-	if byDeadline := deadline.Add(-r.cfg.margin); byDeadline.Before(killAt) {
-		killAt = byDeadline
+	grace := time.Now().Add(r.cfg.grace)
+	killAt := func() time.Time {
+		if byDeadline := d.get().Add(-r.cfg.margin); byDeadline.Before(grace) {
+			return byDeadline
+		}
+		return grace
 	}
 	if err := p.signal(syscall.SIGTERM); err != nil {
 		r.tl.Printf("SIGTERM to job %s: %v", p.job.ID, err)
 	}
-	r.tl.Printf("sent SIGTERM to job %s (process group %d); SIGKILL in %v", p.job.ID, p.cmd.Process.Pid, fmtDur(time.Until(killAt)))
-	kill := time.NewTimer(time.Until(killAt))
+	r.tl.Printf("sent SIGTERM to job %s (process group %d); SIGKILL in %v", p.job.ID, p.cmd.Process.Pid, fmtDur(time.Until(killAt())))
+	kill := time.NewTimer(time.Until(killAt()))
 	defer kill.Stop()
 	var res Result
 wait:
@@ -383,19 +453,23 @@ wait:
 			r.tl.Printf("job %s still running: SIGKILL", p.job.ID)
 			_ = p.signal(syscall.SIGKILL)
 		case more := <-r.notices:
-			if more.Kind == termsig.Interrupt {
+			switch {
+			case more.Kind == termsig.Interrupt:
 				r.tl.Printf("second interrupt (%s): SIGKILL job %s now", more.Reason, p.job.ID)
 				_ = p.signal(syscall.SIGKILL)
-				continue
+			case more.Kind.Imminent() && d.tighten(more.Deadline):
+				r.tl.Printf("notice: %v; the deadline is now in %v, SIGKILL in %v", more, fmtDur(time.Until(d.get())), fmtDur(time.Until(killAt())))
+				kill.Reset(time.Until(killAt()))
+			default:
+				r.tl.Printf("notice while draining: %v", more)
 			}
-			r.tl.Printf("notice while draining: %v", more)
 		}
 	}
 	r.tl.Printf("job %s ended: %s", p.job.ID, res.Status)
 
 	// The job did not choose to end: whatever its status, it is re-queued.
 	res.Reason = "runner leaving: " + nt.String()
-	err := retryUntil(deadline.Add(-r.cfg.margin/2), func(ctx context.Context) error {
+	err := retryUntil(d.get().Add(-r.cfg.margin/2), func(ctx context.Context) error {
 		err := r.svc.Requeue(ctx, r.id, p.job, res)
 		if errors.Is(err, ErrJobGone) {
 			r.tl.Printf("job %s is no longer this runner's: %v", p.job.ID, err)
@@ -413,11 +487,11 @@ wait:
 // extendTimeout keeps telling systemd, while the runner drains, that it
 // needs until the deadline (EXTEND_TIMEOUT_USEC), so that TimeoutStopSec
 // does not cut the drain short. It returns a function that stops it.
-func (r *runner) extendTimeout(deadline time.Time) func() {
+func (r *runner) extendTimeout(d *deadline) func() {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	send := func() {
-		left := max(time.Until(deadline), 0) + 5*time.Second
+		left := max(time.Until(d.get()), 0) + 5*time.Second
 		r.notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", left.Microseconds()))
 	}
 	go func() {
@@ -441,28 +515,23 @@ func (r *runner) extendTimeout(deadline time.Time) func() {
 }
 
 // retryUntil calls op until it succeeds or the deadline passes, with
-// backoff, each call bounded so that the last one ends by the deadline.
+// backoff, each call bounded so that the last one ends by the deadline. It
+// always makes one attempt, even past the deadline: a deadline is an
+// estimate (the host often outlives a spot notice's time), and one more
+// request costs nothing.
 func retryUntil(deadline time.Time, op func(context.Context) error) error {
+	const floor = 2 * time.Second // the least time one attempt gets
 	wait := 100 * time.Millisecond
-	var last error
 	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			if last != nil {
-				return fmt.Errorf("deadline passed; last error: %w", last)
-			}
-			return errors.New("deadline passed before the first try")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), min(left, 2*time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), max(min(time.Until(deadline), floor), floor/2))
 		err := op(ctx)
 		cancel()
 		if err == nil {
 			return nil
 		}
-		last = err
-		left = time.Until(deadline)
+		left := time.Until(deadline)
 		if left <= 0 {
-			return err
+			return fmt.Errorf("deadline passed; last error: %w", err)
 		}
 		t := time.NewTimer(min(wait, left))
 		<-t.C

@@ -529,3 +529,103 @@ func readLine(t *testing.T, fifo string) string {
 	}
 	return ""
 }
+
+// On GCE the power button comes first, without a deadline, and the
+// metadata server's 30 s a moment later: the later, earlier deadline must
+// bring the SIGKILL and the unregistering forward.
+func TestLaterNoticeWithEarlierDeadlineTightensTheDrain(t *testing.T) {
+	e := newEnv(t)
+	ready := fifo(t)
+	e.enqueue(fmt.Sprintf(`trap "" TERM; echo trapped > %s; sleep 30`, ready))
+	r := e.runner(nil, "-grace", "30s", "-margin", "1s", "-stop-timeout", "60s")
+	r.waitLine(`job j-1 started`, 1)
+	readLine(t, ready)
+	r.signal(syscall.SIGTERM)
+	r.waitLine(`sent SIGTERM to job j-1 .*SIGKILL in 30s`, 1)
+	deadline := time.Now().Add(3 * time.Second)
+	e.imds.SetInterruption("terminate", deadline)
+	r.waitLine(`notice: imds: terminate .*; the deadline is now in .*, SIGKILL in`, 1)
+	r.waitLine(`job j-1 still running: SIGKILL`, 1)
+	assert.Equal(t, 0, r.waitExit())
+	assert.True(t, time.Now().Before(deadline), "done before the new deadline")
+	assert.Equal(t, registry.JobState("queued"), e.job("j-1").State)
+	assert.Empty(t, e.runners())
+}
+
+// A deadline is an estimate: one that has already passed still gets one
+// try at re-queueing and unregistering.
+func TestDeadlineAlreadyPassed(t *testing.T) {
+	e := newEnv(t)
+	e.enqueue("sleep 30")
+	r := e.runner(nil)
+	r.waitLine(`job j-1 started`, 1)
+	e.imds.SetInterruption("terminate", time.Now().Add(-time.Second))
+	assert.Equal(t, 0, r.waitExit())
+	assert.Equal(t, registry.JobState("queued"), e.job("j-1").State)
+	assert.Empty(t, e.runners())
+}
+
+// A second SIGHUP while the runner re-executes must not kill it: it stays
+// ignored across execve until the new image handles it.
+func TestSIGHUPTwiceDoesNotKill(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(nil)
+	r.waitLine(`ready: runner r-1`, 1)
+	r.signal(syscall.SIGHUP)
+	r.waitLine(`re-executing`, 1)
+	r.signal(syscall.SIGHUP)
+	r.waitLine(`resumed registration r-1 after re-exec`, 1)
+	// Whether the second SIGHUP was ignored or made a second reload, the
+	// runner is alive and registered, and stops cleanly.
+	require.Len(t, e.runners(), 1)
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
+	assert.Empty(t, e.runners())
+}
+
+// If the CI service says this runner already runs a job it knows nothing
+// of (the answer to a claim was lost), the job goes back to the queue and
+// is run.
+func TestClaimConflictHandsTheLostJobBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	reg, err := e.c.Register(ctx, "test-runner", nil)
+	require.NoError(t, err)
+	e.enqueue("echo lost")
+	lost, err := e.c.Claim(ctx, reg.ID) // the answer the runner never saw
+	require.NoError(t, err)
+	require.NotNil(t, lost)
+
+	r := e.runner([]string{"TERMSIG_RUNNER_ID=" + reg.ID})
+	r.waitLine(`resumed registration `+reg.ID, 1)
+	r.waitLine(`job j-1 ended: exit status 0; reported`, 1)
+	j := e.job("j-1")
+	assert.Equal(t, registry.JobState("succeeded"), j.State)
+	assert.Equal(t, 2, j.Attempts)
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
+}
+
+// A reload waits until the finished job's result is delivered: the new
+// image would know nothing of it, and the CI service would keep the job
+// "running" on this runner for ever.
+func TestReloadWaitsForTheResultToBeReported(t *testing.T) {
+	e := newEnv(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	e.enqueue(fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.02; done`, gate))
+	r := e.runner(nil)
+	r.waitLine(`job j-1 started`, 1)
+	r.signal(syscall.SIGHUP)
+	r.waitLine(`reload requested`, 1)
+	e.reg.signal(syscall.SIGKILL)
+	e.reg.waitExit()
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	r.waitLine(`job j-1 ended: exit status 0; reporting it failed`, 1)
+
+	e.startRegistry(e.url[len("http://"):])
+	r.waitLine(`reporting job j-1 works again`, 1)
+	r.waitLine(`resumed registration r-1 after re-exec`, 1)
+	assert.Equal(t, registry.JobState("succeeded"), e.job("j-1").State)
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
+}

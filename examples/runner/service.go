@@ -77,12 +77,43 @@ func (s registryService) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
+// Claim claims the next job. If the registry says the runner already runs
+// a job (the answer to an earlier claim was lost, or a result could not be
+// delivered before a crash), that job is one this runner knows nothing of:
+// it is handed back to the queue, and the claim is made again.
 func (s registryService) Claim(ctx context.Context, runnerID string) (*Job, error) {
 	j, err := s.c.Claim(ctx, runnerID)
+	if errors.Is(err, registry.ErrConflict) {
+		if lost := s.heldBy(ctx, runnerID); lost != "" {
+			code := -1
+			_, rerr := s.c.Report(ctx, lost, registry.Result{
+				RunnerID: runnerID, State: "interrupted", ExitCode: &code,
+				Reason: "the runner lost track of it",
+			})
+			if rerr != nil && !errors.Is(rerr, registry.ErrConflict) {
+				return nil, fmt.Errorf("handing back job %s: %w", lost, rerr)
+			}
+			j, err = s.c.Claim(ctx, runnerID)
+		}
+	}
 	if err != nil || j == nil {
 		return nil, err
 	}
 	return &Job{ID: j.ID, Command: j.Command}, nil
+}
+
+// heldBy returns the job the registry says runnerID is running, or "".
+func (s registryService) heldBy(ctx context.Context, runnerID string) string {
+	rs, err := s.c.Runners(ctx, "")
+	if err != nil {
+		return ""
+	}
+	for _, r := range rs {
+		if r.ID == runnerID {
+			return r.JobID
+		}
+	}
+	return ""
 }
 
 func (s registryService) Report(ctx context.Context, runnerID string, job *Job, res Result) error {
