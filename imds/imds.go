@@ -68,9 +68,11 @@ type Config struct {
 	// set, else http://169.254.169.254.
 	Endpoint string
 
-	// Client is the SDK client to use; it overrides Endpoint. Nil means a
-	// client made for the source, whose connections are closed when Watch
-	// returns.
+	// Client is the SDK client to use; it overrides Endpoint, and is used
+	// as it is (its own retryer, timeouts and AWS_EC2_METADATA_DISABLED
+	// handling). Nil means a client made for the source: waits between
+	// the SDK's attempts scaled to Interval, no retry quota, connections
+	// closed when Watch returns.
 	Client *awsimds.Client
 
 	// Interval is how often the urgent paths (spot/instance-action,
@@ -89,7 +91,9 @@ type Config struct {
 
 	// MaxBackoff caps the wait between polls of a path that keeps failing:
 	// after n failures in a row the wait is the path's interval times
-	// 2^(n-1), up to MaxBackoff (or the interval, if that is longer).
+	// 2^(n-1), up to MaxBackoff (or the interval, if that is longer). The
+	// urgent paths are capped further, at 4×Interval, so that throttling
+	// delays a spot interruption by seconds, not a tenth of its notice.
 	// Zero means DefaultMaxBackoff (10 s).
 	MaxBackoff time.Duration
 
@@ -179,7 +183,8 @@ func (s *Source) Available() error {
 //     Cleared naming the EventId when it turns canceled or completed, or
 //     disappears.
 //
-// A 404 means nothing pending. Errors (IMDS unreachable, 401, 429, 5xx,
+// A 404 means nothing pending (for scheduled events, which IMDS lists as
+// [] when there are none, a 404 changes nothing). Errors (IMDS unreachable, 401, 429, 5xx,
 // timeouts, bodies that cannot be what IMDS sends) never make a notice:
 // the path is polled again with backoff (see Config.MaxBackoff), the error
 // shows in Notifier.Status through termsig.ReportError, and it is logged
@@ -193,12 +198,19 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	if client == nil {
 		tr := newTransport()
 		defer tr.CloseIdleConnections()
-		client = awsimds.New(awsimds.Options{
+		opts := awsimds.Options{
 			Endpoint:                 s.cfg.Endpoint,
 			HTTPClient:               &http.Client{Transport: tr},
 			Retryer:                  newRetryer(s.cfg.Interval),
 			DisableDefaultMaxBackoff: true,
-		})
+		}
+		if s.cfg.Endpoint != "" {
+			// An endpoint given in Config is a request to use it, as
+			// Available says: AWS_EC2_METADATA_DISABLED, which would
+			// otherwise make the SDK refuse every request, does not apply.
+			opts.ClientEnableState = awsimds.ClientEnabled
+		}
+		client = awsimds.New(opts)
 	}
 	w := &watcher{cfg: &s.cfg, client: client, out: out, health: newHealth(ctx, s.cfg.Logger)}
 	ps := w.pollers()
@@ -242,6 +254,7 @@ func newRetryer(interval time.Duration) aws.Retryer {
 type poller struct {
 	path     string
 	interval time.Duration
+	limit    time.Duration // the longest backoff
 	// handle turns one answer into notices. found is false for 404.
 	handle func(found bool, body []byte) ([]termsig.Notice, error)
 }
@@ -255,17 +268,18 @@ type watcher struct {
 
 func (w *watcher) pollers() []poller {
 	var ps []poller
+	urgent := min(w.cfg.MaxBackoff, 4*w.cfg.Interval)
 	if w.cfg.Events&SpotInterruption != 0 {
-		ps = append(ps, poller{PathInstanceAction, w.cfg.Interval, newSpotHandler()})
+		ps = append(ps, poller{PathInstanceAction, w.cfg.Interval, urgent, newSpotHandler()})
 	}
 	if w.cfg.Events&LifecycleState != 0 {
-		ps = append(ps, poller{PathLifecycle, w.cfg.Interval, newLifecycleHandler()})
+		ps = append(ps, poller{PathLifecycle, w.cfg.Interval, urgent, newLifecycleHandler()})
 	}
 	if w.cfg.Events&RebalanceRecommendation != 0 {
-		ps = append(ps, poller{PathRebalance, w.cfg.AdvisoryInterval, newRebalanceHandler()})
+		ps = append(ps, poller{PathRebalance, w.cfg.AdvisoryInterval, w.cfg.MaxBackoff, newRebalanceHandler()})
 	}
 	if w.cfg.Events&ScheduledMaintenance != 0 {
-		ps = append(ps, poller{PathScheduled, w.cfg.AdvisoryInterval, newScheduledHandler()})
+		ps = append(ps, poller{PathScheduled, w.cfg.AdvisoryInterval, w.cfg.MaxBackoff, newScheduledHandler()})
 	}
 	return ps
 }
@@ -298,7 +312,7 @@ func (w *watcher) loop(ctx context.Context, p poller) {
 		wait := p.interval
 		if err != nil {
 			failures++
-			wait = backoff(p.interval, w.cfg.MaxBackoff, failures)
+			wait = backoff(p.interval, p.limit, failures)
 		} else {
 			failures = 0
 		}
@@ -428,9 +442,11 @@ func (h *health) set(path string, err error) {
 	}
 	changed := text != h.last
 	h.last = text
+	// Under the lock, so that two pollers' reports reach the Notifier in
+	// the order they were made.
+	termsig.ReportError(h.ctx, first)
 	h.mu.Unlock()
 
-	termsig.ReportError(h.ctx, first)
 	switch {
 	case !changed:
 	case first != nil:
@@ -517,17 +533,28 @@ func newRebalanceHandler() func(bool, []byte) ([]termsig.Notice, error) {
 func newScheduledHandler() func(bool, []byte) ([]termsig.Notice, error) {
 	reported := map[string]string{} // EventId → NotBefore reported
 	return func(found bool, body []byte) ([]termsig.Notice, error) {
-		var evs []scheduledEvent
-		if found {
-			var err error
-			if evs, err = parseScheduled(body); err != nil {
-				return nil, err
-			}
+		if !found {
+			// IMDS answers [] when nothing is scheduled; a 404 here says
+			// nothing about the events, so it changes nothing.
+			return nil, nil
+		}
+		evs, err := parseScheduled(body)
+		if err != nil {
+			return nil, err
 		}
 		var notices []termsig.Notice
+		// One entry per EventId; if an answer lists an id twice, an
+		// active entry wins, so that the id does not flap.
 		now := map[string]scheduledEvent{}
+		var order []string
 		for _, e := range evs {
-			now[e.EventID] = e
+			prev, seen := now[e.EventID]
+			if !seen {
+				order = append(order, e.EventID)
+			}
+			if !seen || !prev.active() {
+				now[e.EventID] = e
+			}
 		}
 		// Ended events first, in EventId order, so that a replaced event
 		// reads as "cleared, then new".
@@ -550,7 +577,8 @@ func newScheduledHandler() func(bool, []byte) ([]termsig.Notice, error) {
 				Raw:    string(body),
 			})
 		}
-		for _, e := range evs {
+		for _, id := range order {
+			e := now[id]
 			if nb, ok := reported[e.EventID]; !e.active() || ok && nb == e.NotBefore {
 				continue
 			}

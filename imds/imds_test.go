@@ -2,6 +2,7 @@ package imds_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -239,4 +240,40 @@ func TestNoticeFields(t *testing.T) {
 	n := h.receive()
 	assert.Nil(t, n.Signal)
 	assert.True(t, strings.HasPrefix(n.String(), "imds: terminate (spot interruption: terminate), deadline 2026-11-30T10:02:00Z"))
+}
+
+// An endpoint given in Config is used even where AWS_EC2_METADATA_DISABLED
+// is set (as in many CI images): Available says so, and the SDK client must
+// agree.
+func TestConfiguredEndpointIgnoresIMDSDisabled(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	h := start(t, nil, nil)
+	h.srv.SetInterruption("terminate", deadline)
+	assert.Equal(t, termsig.Terminate, h.receive().Kind)
+}
+
+// IMDS lists no events as []: a 404 says nothing about the events and must
+// not clear them.
+func TestScheduled404ClearsNothing(t *testing.T) {
+	h := start(t, nil, nil)
+	h.srv.SetScheduledEvents(imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline})
+	assert.Equal(t, termsig.Maintenance, h.receive().Kind)
+	h.srv.SetResponse(imdstest.PathScheduled, http.StatusNotFound, "")
+	h.polls(imdstest.PathScheduled, 3)
+	h.srv.ClearResponse(imdstest.PathScheduled)
+	h.polls(imdstest.PathScheduled, 3)
+	h.quiet()
+}
+
+// An answer that lists an EventId twice (active and completed) is one
+// active event, reported once, not a flapping one.
+func TestScheduledDuplicateEventID(t *testing.T) {
+	h := start(t, nil, nil)
+	h.srv.SetScheduledEvents(
+		imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline},
+		imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline, State: "completed"},
+	)
+	assert.Equal(t, termsig.Maintenance, h.receive().Kind)
+	h.polls(imdstest.PathScheduled, 4)
+	h.quiet()
 }

@@ -181,3 +181,19 @@ func TestBackoff(t *testing.T) {
 		assert.Equal(t, tc.want, backoff(tc.interval, tc.limit, tc.n), "%+v", tc)
 	}
 }
+
+// Throttling delays the urgent paths by seconds, not by MaxBackoff.
+func TestUrgentBackoffLimit(t *testing.T) {
+	cfg := New(Config{}).cfg
+	w := &watcher{cfg: &cfg}
+	limits := map[string]time.Duration{}
+	for _, p := range w.pollers() {
+		limits[p.path] = p.limit
+	}
+	assert.Equal(t, map[string]time.Duration{
+		PathInstanceAction: 4 * time.Second,
+		PathLifecycle:      4 * time.Second,
+		PathRebalance:      DefaultMaxBackoff,
+		PathScheduled:      DefaultMaxBackoff,
+	}, limits)
+}
