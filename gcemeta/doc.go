@@ -28,7 +28,9 @@
 //     scheduled window is [termsig.Maintenance] with the window's start as
 //     the deadline; {} or a COMPLETE status after a window is
 //     [termsig.Cleared]. A server without the key (404) is fine: the key
-//     is not polled again.
+//     is not polled again. A 404 for preempted or maintenance-event, which
+//     GCE always has, is a fault and is retried like any other: giving up
+//     on them would mean missing a preemption.
 //
 // The source reads the current values first, so that a VM that is already
 // preempted when the program starts is reported at once. Each change is

@@ -162,8 +162,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // [termsig.Source] contract:
 //
 //   - Off GCE (see [Config.Host]) it returns an error wrapping
-//     [termsig.ErrUnavailable] at once, without network access; also when
-//     the server answers 404 for every key it watches.
+//     [termsig.ErrUnavailable] at once, without network access.
 //   - It returns another error at once if the host is not a valid
 //     host[:port].
 //   - It reads the current values first, so that a VM that is already
@@ -183,21 +182,12 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	}
 	w.log.Debug("gcemeta: watching", "host", w.host, "wait_timeout", time.Duration(w.timeoutSec)*time.Second)
 
-	ended := make(chan bool, len(keys))
+	var wg sync.WaitGroup
 	for i := range keys {
-		go func() { ended <- w.watchKey(ctx, i, out) }()
+		wg.Go(func() { w.watchKey(ctx, i, out) })
 	}
-	served := 0
-	for range keys {
-		if <-ended {
-			served++
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	// Served keys end only with ctx; here none was served.
-	return fmt.Errorf("gcemeta: the metadata server at %s serves none of the keys watched: %w", w.host, termsig.ErrUnavailable)
+	wg.Wait() // only the optional key ends before ctx
+	return ctx.Err()
 }
 
 // host returns the metadata server's host[:port], from local facts only.

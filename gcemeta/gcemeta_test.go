@@ -406,25 +406,35 @@ func TestMissingUpcomingMaintenanceIsSkipped(t *testing.T) {
 	assert.Zero(t, h.logs.count("termsig: source error, retrying"))
 }
 
-func TestMissingPreemptedIsSkippedWithAWarning(t *testing.T) {
+// GCE always has preempted: a 404 for it at start is a fault (a metadata
+// server restarting), retried until the key is there, never a reason to
+// stop watching it.
+func TestMissingPreemptedIsRetried(t *testing.T) {
 	srv := newServer(t)
 	srv.Delete(preempted)
 	h := run(t, srv, fast(srv))
-	line := h.logs.waitFor(t, "gcemeta: key not served here; not watching it", "key="+preempted)
-	assert.True(t, strings.HasPrefix(line, "WARN"), line)
+	h.logs.waitFor(t, "gcemeta: request failed; retrying", "key="+preempted, "not defined")
+	var me *gcemeta.Error
+	require.ErrorAs(t, h.n.Status()[0].Err, &me)
+	assert.Equal(t, preempted, me.Key)
 	flip(t, srv, maintenance, "TERMINATE_ON_HOST_MAINTENANCE")
-	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind)
-	assert.Equal(t, 1, srv.Requests(preempted))
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind, "the other keys work meanwhile")
+	srv.Set(preempted, "TRUE")
+	nt := receive(t, h.n)
+	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Contains(t, nt.Reason, "preempt")
 }
 
-func TestNoKeyServedIsUnavailable(t *testing.T) {
+func TestNoKeyServedKeepsTrying(t *testing.T) {
 	srv := newServer(t)
 	for _, k := range []string{preempted, maintenance, upcoming} {
 		srv.Delete(k)
 	}
-	err := gcemeta.New(fast(srv)).Watch(context.Background(), make(chan termsig.Notice))
-	require.ErrorIs(t, err, termsig.ErrUnavailable)
-	assert.Contains(t, err.Error(), "serves none of the keys")
+	h := run(t, srv, fast(srv))
+	h.logs.waitFor(t, "gcemeta: request failed; retrying", "key="+preempted)
+	assert.Equal(t, termsig.StateRunning, h.n.Status()[0].State)
+	srv.Set(preempted, "TRUE")
+	assert.Equal(t, termsig.Terminate, receive(t, h.n).Kind)
 }
 
 func TestKeyDeletedAfterItWasServedIsRetried(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -56,8 +55,9 @@ const maxRaw = 4 << 10
 const userAgent = "termsig-gcemeta"
 
 // watchKey reads key i, then long-polls it, sending a notice for each
-// change, until ctx is done. It returns false, at once, if the server does
-// not have the key (404 before any value), and true otherwise.
+// change, until ctx is done. It returns false, at once, if the key is
+// optional and the server does not have it (404 before any value), and
+// true otherwise.
 func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice) (served bool) {
 	k := &keys[i]
 	var (
@@ -81,12 +81,11 @@ func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice
 		if ctx.Err() != nil {
 			return true
 		}
-		if err != nil && !seen && isNotFound(err) {
-			lvl := slog.LevelWarn
-			if k.optional {
-				lvl = slog.LevelDebug
-			}
-			w.log.Log(ctx, lvl, "gcemeta: key not served here; not watching it", "key", k.path)
+		if err != nil && !seen && k.optional && isNotFound(err) {
+			// A newer key that this server does not have. The others are
+			// always there on GCE: a 404 for them is a fault and is
+			// retried, since giving up would mean missing a preemption.
+			w.log.Debug("gcemeta: key not served here; not watching it", "key", k.path)
 			w.setHealth(ctx, i, nil)
 			return false
 		}
