@@ -18,6 +18,8 @@ import (
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 // open returns the selected transports that are available now. Failures
@@ -72,41 +74,14 @@ func onDone(ctx context.Context, unblock func()) (release func()) {
 	}
 }
 
-// sleep waits for d or until ctx is done, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// A backoff doubles from base to max. No jitter: one process per host
-// reconnects to its own acpid or kernel, so there is no herd to spread.
-type backoff struct {
-	base, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.base
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
 // retry runs session again and again until ctx is done: each failure is
 // reported with termsig.ReportError and logged once, then waited out with
 // backoff. A session reports through ok that it worked (connected), and
 // returns whether it made progress, which resets the backoff.
 func retry(ctx context.Context, w *watcher, t Transport, session func(ok func()) (progress bool, err error)) {
-	b := backoff{base: w.s.cfg.BackoffBase, max: w.s.cfg.BackoffMax}
+	// No jitter: one process per host reconnects to its own acpid or
+	// kernel, so there is no herd to spread.
+	b := backoff.Backoff{Base: w.s.cfg.BackoffBase, Max: w.s.cfg.BackoffMax}
 	failing := false
 	ok := func() {
 		w.health(ctx, t, nil)
@@ -121,14 +96,14 @@ func retry(ctx context.Context, w *watcher, t Transport, session func(ok func())
 			return
 		}
 		if progress {
-			b.reset()
+			b.Reset()
 		}
 		w.health(ctx, t, err)
 		if !failing {
 			w.s.log.Warn("acpi: transport failed, retrying", "transport", t.String(), "err", err)
 			failing = true
 		}
-		if !sleep(ctx, b.next()) {
+		if !backoff.Sleep(ctx, b.Next()) {
 			return
 		}
 	}

@@ -156,18 +156,3 @@ func TestQuoteCutsLongValues(t *testing.T) {
 	assert.True(t, strings.HasSuffix(q, "…"))
 	assert.Less(t, len(q), 80)
 }
-
-func TestBackoff(t *testing.T) {
-	b := backoff{base: 100 * time.Millisecond, max: time.Second}
-	for _, step := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
-		d := b.next()
-		step *= time.Millisecond
-		if step > time.Second {
-			step = time.Second
-		}
-		assert.GreaterOrEqual(t, d, step/2)
-		assert.LessOrEqual(t, d, step)
-	}
-	b.reset()
-	assert.LessOrEqual(t, b.next(), 100*time.Millisecond)
-}

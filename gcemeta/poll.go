@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"cloud.google.com/go/compute/metadata"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 type notDefined = metadata.NotDefinedError
@@ -65,12 +65,12 @@ func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice
 		seen     bool    // a value was understood: the key is served
 		cur      reading // what the last value understood meant
 		earliest time.Time
-		bo       = backoff{base: w.backoff, max: w.maxBackoff}
+		bo       = backoff.Backoff{Base: w.backoff, Max: w.maxBackoff, Jitter: true}
 		failing  bool
 		noETag   bool
 	)
 	for {
-		if !sleepUntil(ctx, earliest) {
+		if !backoff.Until(ctx, earliest) {
 			return true
 		}
 		start := time.Now()
@@ -108,11 +108,11 @@ func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice
 			// After a failure the backoff, not MinInterval, spaces
 			// the requests: it grows, so a failing server is not
 			// hammered either.
-			earliest = time.Now().Add(bo.next())
+			earliest = time.Now().Add(bo.Next())
 			continue
 		}
 
-		bo.reset()
+		bo.Reset()
 		if failing {
 			failing = false
 			w.log.Info("gcemeta: requests work again", "key", k.path)
@@ -241,38 +241,3 @@ func snippet(b []byte) string {
 	}
 	return s
 }
-
-// sleepUntil waits until t or ctx is done, and reports whether it was t.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// backoff is exponential backoff with jitter: each wait is drawn from the
-// upper half of the current step, so that many VMs that failed together do
-// not retry together.
-type backoff struct {
-	base, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.base
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	half := b.cur / 2
-	return half + rand.N(b.cur-half+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }

@@ -20,6 +20,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/backoff"
 	"github.com/termsig/termsig/internal/host"
 )
 
@@ -288,7 +289,8 @@ func (w *watcher) pollers() []poller {
 func (w *watcher) loop(ctx context.Context, p poller) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	failures := 0
+	// After n failures in a row: interval·2^(n-1), up to the limit.
+	bo := backoff.Backoff{Base: p.interval, Max: p.limit}
 	for {
 		select {
 		case <-ctx.Done():
@@ -311,24 +313,12 @@ func (w *watcher) loop(ctx context.Context, p poller) {
 		}
 		wait := p.interval
 		if err != nil {
-			failures++
-			wait = backoff(p.interval, p.limit, failures)
+			wait = bo.Next()
 		} else {
-			failures = 0
+			bo.Reset()
 		}
 		timer.Reset(time.Until(start.Add(wait)))
 	}
-}
-
-// backoff is the wait after n failures in a row: interval·2^(n-1), capped
-// at max(limit, interval).
-func backoff(interval, limit time.Duration, n int) time.Duration {
-	limit = max(limit, interval)
-	d := interval
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
 }
 
 // poll fetches p's path once and hands the answer to p.handle.

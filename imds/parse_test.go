@@ -165,23 +165,6 @@ func FuzzLifecycle(f *testing.F) {
 	})
 }
 
-func TestBackoff(t *testing.T) {
-	for _, tc := range []struct {
-		interval, limit time.Duration
-		n               int
-		want            time.Duration
-	}{
-		{time.Second, 10 * time.Second, 1, time.Second},
-		{time.Second, 10 * time.Second, 2, 2 * time.Second},
-		{time.Second, 10 * time.Second, 4, 8 * time.Second},
-		{time.Second, 10 * time.Second, 5, 10 * time.Second},
-		{time.Second, 10 * time.Second, 1000, 10 * time.Second},
-		{30 * time.Second, 10 * time.Second, 3, 30 * time.Second},
-	} {
-		assert.Equal(t, tc.want, backoff(tc.interval, tc.limit, tc.n), "%+v", tc)
-	}
-}
-
 // Throttling delays the urgent paths by seconds, not by MaxBackoff.
 func TestUrgentBackoffLimit(t *testing.T) {
 	cfg := New(Config{}).cfg
