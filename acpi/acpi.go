@@ -148,6 +148,13 @@ func New(cfg Config) *Source {
 	return &Source{cfg: cfg, log: log}
 }
 
+// ReportsReady marks Source as a termsig.ReadyReporter: termsig.New
+// returns only once Watch has subscribed to the kernel's netlink family
+// and opened the input devices (acpid's socket is connected to a moment
+// later), so that a press right after New is not missed. It takes well
+// under a millisecond.
+func (s *Source) ReportsReady() {}
+
 // Name returns "acpi".
 func (s *Source) Name() string { return Name }
 
@@ -196,6 +203,9 @@ func (s *Source) watch(ctx context.Context, out chan<- termsig.Notice, ts []tran
 		return fmt.Errorf("acpi: no power-button transport (netlink family %s, acpid socket %s, input devices %s with KEY_POWER): %w",
 			genlFamily, s.cfg.AcpidSocket, s.cfg.InputDevices, termsig.ErrUnavailable)
 	}
+	// The netlink subscription and the input devices are open: the
+	// kernel keeps what they report until it is read.
+	termsig.Ready(ctx)
 	var used Transport
 	for _, t := range ts {
 		used |= t.kind()

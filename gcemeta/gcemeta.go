@@ -270,9 +270,8 @@ type watcher struct {
 	maxBackoff     time.Duration
 	log            *slog.Logger
 
-	mu       sync.Mutex
-	failing  [len(keys)]error
-	reported error // what ReportError was last told
+	mu      sync.Mutex
+	failing [len(keys)]error
 }
 
 // setHealth records key i's state and tells the Notifier the first error
@@ -289,10 +288,9 @@ func (w *watcher) setHealth(ctx context.Context, i int, err error) {
 			break
 		}
 	}
-	if first != w.reported {
-		w.reported = first
-		termsig.ReportError(ctx, first)
-	}
+	// Every answer is reported, not only changes: Status's Reported then
+	// says when the server last answered. The Notifier logs changes only.
+	termsig.ReportError(ctx, first)
 }
 
 // errNoAnswer says that the server did not answer in time.
