@@ -81,10 +81,11 @@ func runDemo(tl *timeline, cfg config) int {
 	cfg.name = "demo-runner"
 	cfg.poll = 200 * time.Millisecond
 	cfg.margin = 2 * time.Second
-	n := termsig.Config{Logger: newLogger(tl)}.New(
+	srcs := []termsig.Source{
 		signal.New(),
 		imds.New(imds.Config{Endpoint: fake.URL}), // default intervals: what a real runner would use
-	)
+	}
+	n := termsig.Config{Logger: newLogger(tl)}.New(srcs...)
 	defer n.Stop()
 	r := &runner{
 		cfg:     cfg,
@@ -92,6 +93,8 @@ func runDemo(tl *timeline, cfg config) int {
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
+		status:  n.Status,
+		quick:   quickSources(srcs),
 		notify:  func(string) {}, // not under systemd
 	}
 	code := r.run()

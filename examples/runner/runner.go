@@ -51,6 +51,13 @@ type runner struct {
 	notices <-chan termsig.Notice
 	stop    func()             // stops the sources
 	notify  func(state string) // sd_notify
+	// status returns the sources' states, to wait for their first look
+	// before claiming (see settled). Nil: do not wait.
+	status func() []termsig.SourceStatus
+	quick  map[string]bool // sources that are ready when New returns
+
+	started time.Time
+	settled bool
 
 	id      string
 	job     *process
@@ -68,6 +75,7 @@ type pendingReport struct {
 // run registers, runs jobs until an imminent notice, and returns the exit
 // status. It returns only for exits; a reload re-executes the binary.
 func (r *runner) run() int {
+	r.started = time.Now()
 	r.paused = map[string]bool{}
 	r.errs = map[string]string{}
 	if groups := killLeftovers(r.cfg.name); len(groups) > 0 {
@@ -250,7 +258,7 @@ func (r *runner) claim() {
 		}
 		r.pending = nil
 	}
-	if r.reload || len(r.paused) > 0 {
+	if r.reload || len(r.paused) > 0 || !r.isSettled() {
 		return
 	}
 	var job *Job
@@ -270,6 +278,37 @@ func (r *runner) claim() {
 	}
 	r.job = p
 	r.tl.Printf("job %s started (pid %d): %s", job.ID, p.cmd.Process.Pid, job.Command)
+}
+
+// settleFor bounds how long the runner waits for its sources' first look
+// before it claims its first job.
+const settleFor = 5 * time.Second
+
+// isSettled reports whether every source has had a first look at the host
+// (a metadata service answered once; a signal handler or netlink
+// subscription is in place as soon as the Notifier starts), so that a host
+// already under notice does not take a job only to drain it. After
+// settleFor it gives up waiting and says so.
+func (r *runner) isSettled() bool {
+	if r.settled || r.status == nil {
+		return true
+	}
+	var waiting []string
+	for _, st := range r.status() {
+		if !r.quick[st.Name] && st.State == termsig.StateRunning && st.Reported.IsZero() {
+			waiting = append(waiting, st.Name)
+		}
+	}
+	switch {
+	case len(waiting) == 0:
+		r.tl.Printf("sources ready")
+	case time.Since(r.started) > settleFor:
+		r.tl.Printf("no answer yet from %s after %v; claiming jobs anyway", strings.Join(waiting, ", "), settleFor)
+	default:
+		return false
+	}
+	r.settled = true
+	return true
 }
 
 // finished reports a job that ended by itself.
