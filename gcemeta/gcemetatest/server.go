@@ -429,6 +429,14 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, key string, q 
 			q.lastETag = ETag(key, v)
 		}
 	}
+	// The drop channel is taken in the same critical section that counts
+	// this request as waiting, so that a DropWaiting that sees it waiting
+	// also drops it.
+	drop, dok := s.drop[key]
+	if !dok {
+		drop = make(chan struct{})
+		s.drop[key] = drop
+	}
 	s.waiting[key]++
 	s.broadcastStats()
 	s.mu.Unlock()
@@ -442,11 +450,6 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, key string, q 
 		s.mu.Lock()
 		v, ok := s.values[key]
 		changed := s.changed
-		drop, dok := s.drop[key]
-		if !dok {
-			drop = make(chan struct{})
-			s.drop[key] = drop
-		}
 		s.mu.Unlock()
 		if !ok || ETag(key, v) != q.lastETag {
 			s.replyValue(w, key, v, ok)
