@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/termsig/termsig"
-	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // BenchmarkFakeSendToReceive measures one notice from Fake.Send to its
 // receipt on Notifier.C: the fake's queue, the source's send, the
 // Notifier's stamping and forwarding, and the receive.
 func BenchmarkFakeSendToReceive(b *testing.B) {
-	f := sources.NewFake("fake")
+	f := termsigtest.NewFake("fake")
 	n := termsig.New(f)
 	defer n.Stop()
 	nt := termsig.Notice{Kind: termsig.Terminate, Reason: "bench"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 )
 
 // NotifyContext returns a copy of parent that is cancelled when one of the
@@ -11,11 +12,12 @@ import (
 // stop function is called, or when parent is done, whichever happens first.
 // The notice is the context's cancel cause: [Cause] returns it.
 //
-// It is Config{}.NotifyContext(parent, sources...): notices that are not
-// imminent are logged to slog.Default().
+// It is Config{}.NotifyContext(parent, sources...): notices are logged to
+// slog.Default().
 //
-// As with [os/signal.NotifyContext], call stop as soon as the context is no
-// longer needed; it releases the sources and returns once they have ended.
+// As with [os/signal.NotifyContext], the sources keep running until stop
+// is called, so call stop as soon as the drain is over; it releases the
+// sources and returns once they have ended.
 func NotifyContext(parent context.Context, sources ...Source) (ctx context.Context, stop context.CancelFunc) {
 	return Config{}.NotifyContext(parent, sources...)
 }
@@ -25,39 +27,69 @@ func NotifyContext(parent context.Context, sources ...Source) (ctx context.Conte
 //
 // Notices that are not imminent (Reload, Rebalance, Maintenance, Cleared) do
 // not cancel the context. They are not lost silently: each is logged at
-// level Info to c.Logger, or to slog.Default() when c.Logger is nil. A
-// program that acts on them (finish work on Reload, stop taking work on
-// Rebalance) should use a [Notifier] and read [Notifier.C] instead.
+// level Info to c.Logger (slog.Default() when nil). A program that acts on
+// them (finish work on Reload, stop taking work on Rebalance) should use a
+// [Notifier] and read [Notifier.C] instead.
 //
-// The sources are stopped as soon as the context is done: from then on,
-// signals regain their default behaviour, so a second interrupt ends the
-// program as usual.
+// The sources, signal handlers included, keep running after the context is
+// cancelled, until stop is called: a second notice during the drain (on
+// GCE the power button comes first and systemd's SIGTERM a moment later)
+// is logged, imminent ones at level Warn with their deadline, and never
+// ends the process by the signal's default action. A program that wants a
+// second Ctrl-C to end it at once uses a Notifier.
+//
+// stop cancels the context and stops the sources. It waits for them at
+// most c.StopTimeout (default 5 s): a source still running then is logged
+// at level Error by name, and stop returns. stop may be called more than
+// once.
 func (c Config) NotifyContext(parent context.Context, sources ...Source) (ctx context.Context, stop context.CancelFunc) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	timeout := c.StopTimeout
+	if timeout < 1 {
+		timeout = DefaultStopTimeout
+	}
 	n := c.New(sources...)
 	cctx, cancel := context.WithCancelCause(parent)
+	quit := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		defer n.Stop()
+		var cause *Notice // the notice that cancelled cctx
 		for {
 			select {
-			case <-cctx.Done():
+			case <-quit:
 				return
-			case nt := <-n.C():
-				if nt.Kind.Imminent() {
-					cancel(&noticeError{nt})
+			case nt, ok := <-n.C():
+				if !ok {
 					return
 				}
-				c.Logger.Info("termsig: notice does not cancel the context", "source", nt.Source, "kind", nt.Kind.String(), "notice", nt.String())
+				switch {
+				case nt.Kind.Imminent() && cause == nil && cctx.Err() == nil:
+					cause = &nt
+					cancel(&noticeError{nt})
+				case nt.Kind.Imminent():
+					c.Logger.Warn("termsig: another imminent notice while draining", "notice", nt, "deadline", nt.Deadline)
+				default:
+					c.Logger.Info("termsig: notice does not cancel the context", "notice", nt)
+				}
 			}
 		}
 	}()
+	var once sync.Once
 	return cctx, func() {
 		cancel(nil)
-		<-ended
+		once.Do(func() {
+			close(quit)
+			<-ended
+			sctx, cancelStop := context.WithTimeout(context.Background(), timeout)
+			defer cancelStop()
+			var se *ShutdownError
+			if err := n.Shutdown(sctx); errors.As(err, &se) {
+				c.Logger.Error("termsig: stop gave up waiting for sources", "sources", se.Running, "waited", timeout)
+			}
+		})
 	}
 }
 

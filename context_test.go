@@ -11,7 +11,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/testlog"
-	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 func done(t *testing.T, ctx context.Context) {
@@ -27,7 +27,7 @@ func TestNotifyContextCancelsOnImminentNotice(t *testing.T) {
 	for _, k := range []termsig.Kind{termsig.Terminate, termsig.Stop, termsig.Hibernate, termsig.Reboot, termsig.Interrupt} {
 		t.Run(k.String(), func(t *testing.T) {
 			logs := testlog.New()
-			f := sources.NewFake("fake")
+			f := termsigtest.NewFake("fake")
 			ctx, stop := termsig.Config{Logger: logs.Logger()}.NotifyContext(context.Background(), f)
 			defer stop()
 
@@ -57,7 +57,7 @@ func TestNotifyContextCancelsOnImminentNotice(t *testing.T) {
 
 func TestNotifyContextIgnoresAdvice(t *testing.T) {
 	logs := testlog.New()
-	f := sources.NewFake("fake")
+	f := termsigtest.NewFake("fake")
 	ctx, stop := termsig.Config{Logger: logs.Logger()}.NotifyContext(context.Background(), f)
 	for _, k := range []termsig.Kind{termsig.Reload, termsig.Rebalance, termsig.Maintenance, termsig.Cleared} {
 		f.Send(termsig.Notice{Kind: k})
@@ -73,7 +73,7 @@ func TestNotifyContextIgnoresAdvice(t *testing.T) {
 
 func TestNotifyContextParentCancelled(t *testing.T) {
 	parent, cancel := context.WithCancelCause(context.Background())
-	ctx, stop := termsig.NotifyContext(parent, sources.NewFake("fake"))
+	ctx, stop := termsig.NotifyContext(parent, termsigtest.NewFake("fake"))
 	defer stop()
 	why := errors.New("shutting down for other reasons")
 	cancel(why)

@@ -6,9 +6,10 @@
 // (package signal), the ACPI power button (package acpi), the AWS instance
 // metadata service (package imds), the GCE metadata server (package
 // gcemeta). A [Notifier] runs sources and merges their notices into one
-// channel of [Notice] values that say what is happening ([Kind]), where it
-// came from and by when ([Notice.Deadline]). Package sources picks the
-// sources that apply on the current host.
+// channel of [Notice] values that say what is happening ([Kind]), which
+// event it is ([Notice.Event]), where it came from and by when
+// ([Notice.Deadline]). Package sources picks the sources that apply on the
+// current host; package termsigtest has a fake source for unit tests.
 //
 // # Using a Notifier
 //
@@ -16,7 +17,9 @@
 //	defer n.Stop()
 //	for nt := range n.C() {
 //		if nt.Kind.Imminent() {
-//			drain(nt.Deadline)
+//			ctx, cancel := nt.DrainContext(context.Background(), 5*time.Second, 30*time.Second)
+//			drain(ctx) // ends 5 s before the deadline
+//			cancel()
 //			return
 //		}
 //		advise(nt) // Reload, Rebalance, Maintenance, Cleared
@@ -25,26 +28,53 @@
 // # Using a context
 //
 // [NotifyContext] returns a context that is cancelled at the first imminent
-// notice; [Cause] returns that notice:
+// notice; [Cause] returns that notice, and [Notice.DrainContext] gives the
+// time left to clean up:
 //
 //	ctx, stop := termsig.NotifyContext(context.Background(), signal.New())
 //	defer stop()
-//	<-ctx.Done()
+//	work(ctx)
 //	if nt, ok := termsig.Cause(ctx); ok {
-//		log.Printf("leaving: %v", nt)
+//		dctx, cancel := nt.DrainContext(ctx, 5*time.Second, 30*time.Second)
+//		defer cancel()
+//		handBack(dctx)
 //	}
+//
+// The sources keep running until stop is called, so a second signal during
+// the drain is logged, not the end of the process.
 //
 // # Guarantees
 //
-// A notice that a source sends is never dropped by the Notifier while it
-// runs: when the consumer is slow, sources wait. [Notifier.Stop] cancels the
-// sources and returns once they have all returned; after that no notice is
-// sent and no goroutine of termsig runs. A source that does not apply to the
-// host returns [ErrUnavailable] and retires quietly; a source that fails
-// does not disturb the others. [Notifier.Status] shows each source's state.
+//   - A notice that a source sends is never dropped by the Notifier while
+//     it runs: when the consumer is slow, sources wait.
+//   - [New] returns once the local sources are set up (signal handlers
+//     installed, power-button subscriptions open), waiting at most
+//     [Config.ReadyTimeout] and never for the network: a SIGTERM a moment
+//     after start is a notice, not death with status 143.
+//     [Notifier.Ready] says when every source, metadata services included,
+//     has had its first look.
+//   - [Notifier.Stop] cancels the sources and returns once they have all
+//     returned; after that no notice is sent, no goroutine of termsig runs
+//     and C is closed. [Notifier.Shutdown] does the same but gives up when
+//     its context ends, naming the sources that still run; the stop
+//     function of NotifyContext waits at most [Config.StopTimeout].
+//   - A source that does not apply to the host returns [ErrUnavailable]
+//     and retires quietly. A source that fails, or panics, is marked
+//     failed and does not disturb the others. A nil source, typed or not,
+//     is a panic in New.
+//   - Failures are visible by default: a nil [Config.Logger] logs to
+//     slog.Default(). Each change of a source's health is logged once, by
+//     the Notifier; when the last source that can deliver a platform
+//     notice ends, the Notifier logs it at level Error. [Notifier.Status]
+//     shows each source's state, last error and when it was last heard
+//     from.
+//   - A [Notice] round-trips through encoding/json and logs as a group
+//     with log/slog.
 //
 // # Writing a source
 //
-// See the contract on [Source]. A source that retries transient failures
-// calls [ReportError] so that they show in [Notifier.Status].
+// See the contracts on [Source], [ReadyReporter] and [LocalSource]. A
+// source that retries transient failures calls [ReportError] so that they
+// show in [Notifier.Status]; one whose first look takes a moment calls
+// [Ready].
 package termsig

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/termsig/termsig"
-	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 func ExampleNew() {
 	// In a program: termsig.New(sources.Detect(sources.Config{})...).
-	spot := sources.NewFake("imds")
+	spot := termsigtest.NewFake("imds")
 	n := termsig.New(spot)
 	defer n.Stop()
 
@@ -33,7 +33,7 @@ func ExampleNew() {
 
 func ExampleNotifyContext() {
 	// In a program: termsig.NotifyContext(ctx, signal.New()).
-	src := sources.NewFake("signal")
+	src := termsigtest.NewFake("signal")
 	ctx, stop := termsig.NotifyContext(context.Background(), src)
 	defer stop()
 
@@ -47,7 +47,7 @@ func ExampleNotifyContext() {
 }
 
 func ExampleNotifier_Status() {
-	spot := sources.NewFake("imds")
+	spot := termsigtest.NewFake("imds")
 	spot.Fail(fmt.Errorf("not on EC2: %w", termsig.ErrUnavailable))
 	n := termsig.New(spot)
 	n.Stop()

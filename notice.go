@@ -1,7 +1,10 @@
 package termsig
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -108,6 +111,13 @@ type Notice struct {
 	Source string
 	// Kind says what is happening.
 	Kind Kind
+	// Event is a stable identity of the event the notice is about,
+	// unique within its source, such as "spot/instance-action",
+	// "scheduled/instance-event-1234" or "SIGTERM". A Cleared notice
+	// carries the Event of the advice it clears, so that a consumer can
+	// keep one reason per (Source, Event). It may be empty for a source
+	// that does not set it.
+	Event string
 	// Reason is a short human description, such as "spot interruption:
 	// terminate" or "SIGTERM".
 	Reason string
@@ -156,3 +166,127 @@ func (n Notice) String() string {
 	}
 	return b.String()
 }
+
+// LogValue makes a Notice log as a group of its fields (source, kind,
+// event, reason, deadline, observed, signal), leaving out empty ones and
+// Raw, which may be large.
+func (n Notice) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 7)
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	add("source", n.Source)
+	add("kind", n.Kind.String())
+	add("event", n.Event)
+	add("reason", n.Reason)
+	if !n.Deadline.IsZero() {
+		attrs = append(attrs, slog.Time("deadline", n.Deadline))
+	}
+	if !n.Observed.IsZero() {
+		attrs = append(attrs, slog.Time("observed", n.Observed))
+	}
+	if n.Signal != nil {
+		add("signal", signalName(n.Signal))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// noticeJSON is the JSON form of a Notice.
+type noticeJSON struct {
+	Source   string    `json:"source,omitempty"`
+	Kind     Kind      `json:"kind,omitzero"`
+	Event    string    `json:"event,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	Observed time.Time `json:"observed,omitzero"`
+	Signal   string    `json:"signal,omitempty"`
+	Raw      string    `json:"raw,omitempty"`
+}
+
+// MarshalJSON encodes n as an object with lower-case keys: Kind as its word
+// ("terminate"), Signal as its name ("SIGTERM"), times in RFC 3339 with
+// nanoseconds, in UTC. Empty fields are left out. It fails for an invalid
+// Kind.
+func (n Notice) MarshalJSON() ([]byte, error) {
+	j := noticeJSON{
+		Source:   n.Source,
+		Kind:     n.Kind,
+		Event:    n.Event,
+		Reason:   n.Reason,
+		Deadline: n.Deadline.UTC(),
+		Observed: n.Observed.UTC(),
+		Raw:      n.Raw,
+	}
+	if n.Signal != nil {
+		j.Signal = signalName(n.Signal)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what [Notice.MarshalJSON] encodes. The times it
+// sets are in UTC, with no monotonic clock reading, so they compare equal
+// to the originals with time.Time.Equal. A kind or a signal name it does
+// not know is an error.
+func (n *Notice) UnmarshalJSON(b []byte) error {
+	var j noticeJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	var sig os.Signal
+	if j.Signal != "" {
+		s, ok := signalByName(j.Signal)
+		if !ok {
+			return fmt.Errorf("termsig: unknown signal %q", j.Signal)
+		}
+		sig = s
+	}
+	utc := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return time.Time{}
+		}
+		return t.UTC()
+	}
+	*n = Notice{
+		Source:   j.Source,
+		Kind:     j.Kind,
+		Event:    j.Event,
+		Reason:   j.Reason,
+		Deadline: utc(j.Deadline),
+		Observed: utc(j.Observed),
+		Signal:   sig,
+		Raw:      j.Raw,
+	}
+	return nil
+}
+
+// DrainContext returns a context for the work of leaving after n: cleaning
+// up, handing work back, unregistering. It keeps parent's values but not
+// its cancellation (parent is typically the context that n cancelled), and
+// it ends margin before n.Deadline, or fallback after n.Observed when the
+// Deadline is unknown (after now, if Observed is zero too). A deadline that
+// has already passed gives a context that is already done. Its cause, once
+// it ends, is an error that names the notice.
+//
+// Call cancel when the drain is over, as for context.WithDeadline.
+func (n Notice) DrainContext(parent context.Context, margin, fallback time.Duration) (context.Context, context.CancelFunc) {
+	var end time.Time
+	if !n.Deadline.IsZero() {
+		end = n.Deadline.Add(-margin)
+	} else {
+		start := n.Observed
+		if start.IsZero() {
+			start = time.Now()
+		}
+		end = start.Add(fallback)
+	}
+	return context.WithDeadlineCause(context.WithoutCancel(parent), end, &drainError{n})
+}
+
+// drainError is the cause of a drain context that ran out of time.
+type drainError struct{ n Notice }
+
+func (e *drainError) Error() string { return "termsig: time to drain is up: " + e.n.String() }
+
+func (e *drainError) Unwrap() error { return context.DeadlineExceeded }

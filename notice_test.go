@@ -1,7 +1,10 @@
 package termsig_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"syscall"
 	"testing"
 	"time"
@@ -57,14 +60,137 @@ func TestParseKindAnyCase(t *testing.T) {
 }
 
 func TestNoticeJSON(t *testing.T) {
-	in := termsig.Notice{Source: "imds", Kind: termsig.Stop, Reason: "spot interruption: stop"}
+	at := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
+	for _, tc := range []struct {
+		name string
+		in   termsig.Notice
+		want string
+	}{
+		{"empty", termsig.Notice{}, `{}`},
+		{
+			"spot",
+			termsig.Notice{Source: "imds", Kind: termsig.Stop, Event: "spot/instance-action", Reason: "spot interruption: stop",
+				Deadline: at.Add(2 * time.Minute), Observed: at, Raw: `{"action":"stop"}`},
+			`{"source":"imds","kind":"stop","event":"spot/instance-action","reason":"spot interruption: stop",` +
+				`"deadline":"2026-11-30T10:02:00.123456789Z","observed":"2026-11-30T10:00:00.123456789Z","raw":"{\"action\":\"stop\"}"}`,
+		},
+		{
+			"signal",
+			termsig.Notice{Source: "signal", Kind: termsig.Terminate, Event: "SIGTERM", Reason: "SIGTERM", Signal: syscall.SIGTERM, Observed: at},
+			`{"source":"signal","kind":"terminate","event":"SIGTERM","reason":"SIGTERM","observed":"2026-11-30T10:00:00.123456789Z","signal":"SIGTERM"}`,
+		},
+		{"sighup", termsig.Notice{Kind: termsig.Reload, Signal: syscall.SIGHUP}, `{"kind":"reload","signal":"SIGHUP"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.in)
+			require.NoError(t, err)
+			assert.JSONEq(t, tc.want, string(b))
+			var out termsig.Notice
+			require.NoError(t, json.Unmarshal(b, &out))
+			assert.Equal(t, tc.in, out, "a round trip gives an equal Notice")
+		})
+	}
+}
+
+func TestNoticeJSONTimesFromNow(t *testing.T) {
+	// time.Now carries a monotonic reading and the local zone: after the
+	// round trip the times are equal instants, in UTC.
+	in := termsig.Notice{Kind: termsig.Terminate, Observed: time.Now(), Deadline: time.Now().In(time.FixedZone("X", 3600)).Add(time.Minute)}
 	b, err := json.Marshal(in)
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"Kind":"stop"`)
 	var out termsig.Notice
 	require.NoError(t, json.Unmarshal(b, &out))
-	assert.Equal(t, in, out)
+	assert.True(t, in.Observed.Equal(out.Observed), "%v != %v", in.Observed, out.Observed)
+	assert.True(t, in.Deadline.Equal(out.Deadline))
+	assert.Equal(t, time.UTC, out.Deadline.Location())
+	// A Notice inside another value uses the same form.
+	b, err = json.Marshal(map[string]termsig.Notice{"n": {Kind: termsig.Cleared, Event: "rebalance"}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":{"kind":"cleared","event":"rebalance"}}`, string(b))
 }
+
+func TestNoticeJSONErrors(t *testing.T) {
+	_, err := json.Marshal(termsig.Notice{Kind: 42})
+	assert.ErrorContains(t, err, "invalid kind 42")
+	for _, tc := range []struct{ in, err string }{
+		{`{"kind":"explode"}`, `unknown kind "explode"`},
+		{`{"signal":"SIGNOPE"}`, `unknown signal "SIGNOPE"`},
+		{`{"deadline":"tomorrow"}`, `cannot parse`},
+		{`{"kind":7}`, `cannot unmarshal`},
+		{`[]`, `cannot unmarshal array`},
+		{`{`, `unexpected end`},
+	} {
+		var n termsig.Notice
+		assert.ErrorContains(t, json.Unmarshal([]byte(tc.in), &n), tc.err, tc.in)
+	}
+}
+
+func TestNoticeLogValue(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	log.Info("got", "notice", termsig.Notice{Source: "signal", Kind: termsig.Terminate, Event: "SIGTERM", Reason: "SIGTERM",
+		Signal: syscall.SIGTERM, Observed: at, Deadline: at.Add(time.Minute), Raw: "not logged"})
+	assert.Equal(t, "level=INFO msg=got notice.source=signal notice.kind=terminate notice.event=SIGTERM notice.reason=SIGTERM "+
+		"notice.deadline=2026-11-30T10:01:00.000Z notice.observed=2026-11-30T10:00:00.000Z notice.signal=SIGTERM\n", buf.String())
+}
+
+func TestDrainContext(t *testing.T) {
+	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	cancelParent() // the context the notice cancelled
+
+	t.Run("deadline", func(t *testing.T) {
+		dl := time.Now().Add(time.Hour)
+		nt := termsig.Notice{Kind: termsig.Terminate, Deadline: dl, Observed: time.Now()}
+		ctx, cancel := nt.DrainContext(parent, 10*time.Second, time.Minute)
+		defer cancel()
+		require.NoError(t, ctx.Err(), "not cancelled with its parent")
+		assert.Equal(t, "v", ctx.Value(ctxKey{}), "keeps the parent's values")
+		end, ok := ctx.Deadline()
+		require.True(t, ok)
+		assert.True(t, end.Equal(dl.Add(-10*time.Second)), "margin before the deadline: %v", end)
+	})
+	t.Run("unknown deadline", func(t *testing.T) {
+		obs := time.Now().Add(-time.Second)
+		nt := termsig.Notice{Kind: termsig.Terminate, Observed: obs}
+		ctx, cancel := nt.DrainContext(parent, 10*time.Second, time.Minute)
+		defer cancel()
+		end, _ := ctx.Deadline()
+		assert.True(t, end.Equal(obs.Add(time.Minute)), "fallback after Observed: %v", end)
+	})
+	t.Run("nothing known", func(t *testing.T) {
+		before := time.Now()
+		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), 0, time.Minute)
+		defer cancel()
+		end, _ := ctx.Deadline()
+		assert.False(t, end.Before(before.Add(time.Minute)))
+	})
+	t.Run("too late", func(t *testing.T) {
+		nt := termsig.Notice{Source: "gcemeta", Kind: termsig.Terminate, Deadline: time.Now().Add(time.Second)}
+		ctx, cancel := nt.DrainContext(parent, 5*time.Second, time.Minute)
+		defer cancel()
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatal("a deadline already past the margin gives a done context")
+		}
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+		assert.ErrorContains(t, context.Cause(ctx), "termsig: time to drain is up: gcemeta: terminate")
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), 0, time.Hour)
+		cancel()
+		assert.ErrorIs(t, ctx.Err(), context.Canceled)
+	})
+}
+
+type ctxKey struct{}
 
 func TestNoticeString(t *testing.T) {
 	obs := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)

@@ -3,27 +3,52 @@ package termsig
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"reflect"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
-// DefaultBuffer is the capacity of [Notifier.C] when [Config.Buffer] is not
-// set.
-const DefaultBuffer = 16
+// Defaults of [Config].
+const (
+	// DefaultBuffer is the capacity of [Notifier.C] when [Config.Buffer] is
+	// not set.
+	DefaultBuffer = 16
+	// DefaultReadyTimeout is how long [Config.New] waits at most for the
+	// local [ReadyReporter] sources when [Config.ReadyTimeout] is not set.
+	DefaultReadyTimeout = 2 * time.Second
+	// DefaultStopTimeout is how long the stop function of [NotifyContext]
+	// waits at most for the sources when [Config.StopTimeout] is not set.
+	DefaultStopTimeout = 5 * time.Second
+)
 
 // Config configures a [Notifier]. The zero Config is ready to use.
 type Config struct {
 	// Logger receives one line per change of a source's state (started,
 	// unavailable, failed, an error reported or cleared) and, at debug
-	// level, every notice. Nil means no logging, except in
-	// [Config.NotifyContext], where nil means slog.Default().
+	// level, every notice. Nil means slog.Default(); pass
+	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
 
 	// Buffer is the capacity of [Notifier.C]. Values below 1 mean
 	// DefaultBuffer. A full buffer is not a loss: sources wait.
 	Buffer int
+
+	// ReadyTimeout bounds how long New waits for the local
+	// [ReadyReporter] sources to be set up; a source that is not ready by
+	// then is logged, and New returns. Values below 1 mean
+	// DefaultReadyTimeout (2 s).
+	ReadyTimeout time.Duration
+
+	// StopTimeout bounds how long the stop function of
+	// [Config.NotifyContext] waits for the sources to return; a source
+	// still running then is logged by name, and stop returns. Values
+	// below 1 mean DefaultStopTimeout (5 s).
+	StopTimeout time.Duration
 }
 
 // A Notifier runs sources and merges their notices into one channel.
@@ -36,28 +61,38 @@ type Notifier struct {
 	log    *slog.Logger
 	runs   []*run
 
-	wg   sync.WaitGroup
-	stop sync.Once
+	ready chan struct{} // closed when every source has had its first look
+	done  chan struct{} // closed, after C, when stopped and all goroutines ended
+	stop  sync.Once
 
-	mu      sync.Mutex
-	live    int // sources whose Watch has not returned
-	stopped bool
+	mu         sync.Mutex
+	goroutines int // of the Notifier's, still running
+	unready    int // sources that have not had their first look
+	platform   int // live sources that are not LocalSources
+	stopped    bool
+	finished   bool
 }
 
 // New starts every source at once and returns the Notifier that merges their
-// notices. It is Config{}.New(sources...): no logging, a buffer of
-// DefaultBuffer notices.
+// notices. It is Config{}.New(sources...): logging to slog.Default(), a
+// buffer of DefaultBuffer notices.
 func New(sources ...Source) *Notifier { return Config{}.New(sources...) }
 
 // New starts every source at once, each in its own goroutine, and returns
-// the Notifier that merges their notices into [Notifier.C]. Before it
-// returns it waits for each [ReadyReporter] (the signal source is one) to
-// be set up, so that nothing those sources watch is missed after New
-// returns. It panics if a source is nil. A Notifier with no sources is
-// valid and sends nothing.
+// the Notifier that merges their notices into [Notifier.C].
+//
+// Before it returns it waits for each local [ReadyReporter] (the signal
+// and acpi sources are) to be set up, so that nothing those sources watch
+// is missed after New returns; it waits at most c.ReadyTimeout, and never
+// for the network. [Notifier.Ready] says when every source has had its
+// first look.
+//
+// It panics if a source is nil, including a typed nil such as
+// (*imds.Source)(nil). A Notifier with no sources is valid and sends
+// nothing.
 func (c Config) New(sources ...Source) *Notifier {
 	for i, s := range sources {
-		if s == nil {
+		if isNil(s) {
 			panic("termsig: nil Source at index " + strconv.Itoa(i))
 		}
 	}
@@ -67,34 +102,88 @@ func (c Config) New(sources ...Source) *Notifier {
 	}
 	log := c.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Notifier{
-		c:      make(chan Notice, size),
-		cancel: cancel,
-		log:    log,
-		live:   len(sources),
+		c:          make(chan Notice, size),
+		cancel:     cancel,
+		log:        log,
+		ready:      make(chan struct{}),
+		done:       make(chan struct{}),
+		goroutines: 2 * len(sources),
+		unready:    len(sources),
 	}
+	var local []*run // ReadyReporters that New waits for
 	for _, s := range sources {
 		r := &run{n: n, src: s, name: s.Name(), state: StateRunning, ready: make(chan struct{})}
+		if _, ok := s.(LocalSource); !ok {
+			r.platform = true
+			n.platform++
+		}
 		n.runs = append(n.runs, r)
+		if rr, ok := s.(ReadyReporter); ok && rr.ReportsReady() {
+			local = append(local, r)
+		}
 	}
-	n.wg.Add(2 * len(n.runs))
+	if len(sources) == 0 {
+		close(n.ready)
+	}
 	for _, r := range n.runs {
+		if _, ok := r.src.(ReadyReporter); !ok {
+			r.markReady() // it cannot tell; it is as ready as it gets
+		}
 		in := make(chan Notice)
 		done := make(chan struct{})
 		go r.watch(ctx, in, done)
 		go r.forward(ctx, in, done)
 	}
-	// A signal that arrives a moment after New must not find the default
-	// handler still in place (and kill the process with status 143).
-	for _, r := range n.runs {
-		if _, ok := r.src.(ReadyReporter); ok {
-			<-r.ready
+	n.waitLocal(local, c.ReadyTimeout)
+	return n
+}
+
+// waitLocal waits until each run in rs is ready, for at most timeout in
+// all. A signal that arrives a moment after New must not find the default
+// handler still in place (and kill the process with status 143); a source
+// that never gets ready must not hang the program either.
+func (n *Notifier) waitLocal(rs []*run, timeout time.Duration) {
+	if len(rs) == 0 {
+		return
+	}
+	if timeout < 1 {
+		timeout = DefaultReadyTimeout
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for i, r := range rs {
+		select {
+		case <-r.ready:
+		case <-t.C:
+			var late []string
+			for _, r := range rs[i:] {
+				select {
+				case <-r.ready:
+				default:
+					late = append(late, r.name)
+				}
+			}
+			n.log.Warn("termsig: sources not set up in time; New returns without them", "sources", strings.Join(late, ","), "waited", timeout)
+			return
 		}
 	}
-	return n
+}
+
+// isNil reports whether s is nil or an interface holding a nil pointer,
+// map, slice, function or channel.
+func isNil(s Source) bool {
+	if s == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(s); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // C returns the channel on which notices arrive, in the order each source
@@ -103,6 +192,17 @@ func (c Config) New(sources ...Source) *Notifier {
 // already in its buffer can still be received.
 func (n *Notifier) C() <-chan Notice { return n.c }
 
+// Ready returns a channel that is closed once every source has had its
+// first look at its origin (see [ReadyReporter]) or has ended: the signal
+// handlers are installed, the power-button subscriptions are open, each
+// metadata service has answered or failed once. A program that must not
+// start work on a host that is already going away (a spot instance whose
+// interruption notice is already posted) waits for it, with a timeout of
+// its own, before it takes the first job. It is closed at once for a
+// Notifier with no sources, and stays open after Stop if a source never
+// got ready.
+func (n *Notifier) Ready() <-chan struct{} { return n.ready }
+
 // Stop cancels every source and returns once all of them have returned and
 // the Notifier's goroutines have ended. After Stop returns no notice is sent
 // on C, and C is closed. Stop does not wait for the consumer of C: a notice
@@ -110,19 +210,93 @@ func (n *Notifier) C() <-chan Notice { return n.c }
 // if there is room, and otherwise dropped (and logged), since the consumer
 // asked to stop.
 //
-// Stop is idempotent and safe to call from several goroutines; every call
-// returns only after the first one has finished. It waits for sources as
-// long as they take, so it is as prompt as their Watch methods are (see
-// [Source]).
-func (n *Notifier) Stop() {
+// Stop is Shutdown(context.Background()): it waits for the sources as long
+// as they take, so it is as prompt as their Watch methods are (see
+// [Source]). Stop is idempotent and safe to call from several goroutines;
+// every call returns only after the sources have returned.
+func (n *Notifier) Stop() { _ = n.Shutdown(context.Background()) }
+
+// Shutdown is like [Notifier.Stop] but gives up waiting when ctx is done,
+// as net/http's Server.Shutdown does. It returns nil once every source has
+// returned, C is closed and no goroutine of the Notifier runs. If ctx ends
+// first it returns an error that wraps ctx.Err() and names the sources
+// that are still running: they have been cancelled, but their Watch has
+// not returned. Their notices are no longer delivered, and C is closed once
+// the last of them returns.
+//
+// Shutdown may be called more than once, and together with Stop.
+func (n *Notifier) Shutdown(ctx context.Context) error {
 	n.stop.Do(func() {
 		n.mu.Lock()
 		n.stopped = true
+		last := n.goroutines == 0
 		n.mu.Unlock()
 		n.cancel()
-		n.wg.Wait()
-		close(n.c)
+		if last {
+			n.finish()
+		}
 	})
+	select {
+	case <-n.done:
+		return nil
+	default:
+	}
+	select {
+	case <-n.done:
+		return nil
+	case <-ctx.Done():
+		var running []string
+		for _, r := range n.runs {
+			if !r.returned() {
+				running = append(running, r.name)
+			}
+		}
+		if len(running) == 0 {
+			// Every Watch has returned; only the Notifier's own
+			// goroutines are finishing, which they do at once.
+			<-n.done
+			return nil
+		}
+		return &ShutdownError{Running: running, Err: ctx.Err()}
+	}
+}
+
+// A ShutdownError is returned by [Notifier.Shutdown] when its context ends
+// before the sources have returned.
+type ShutdownError struct {
+	Running []string // names of the sources whose Watch has not returned
+	Err     error    // the context's error
+}
+
+func (e *ShutdownError) Error() string {
+	return fmt.Sprintf("termsig: shutdown: sources still running: %s: %v", strings.Join(e.Running, ", "), e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *ShutdownError) Unwrap() error { return e.Err }
+
+// exit is called by each of the Notifier's goroutines as its last act.
+func (n *Notifier) exit() {
+	n.mu.Lock()
+	n.goroutines--
+	last := n.goroutines == 0 && n.stopped
+	n.mu.Unlock()
+	if last {
+		n.finish()
+	}
+}
+
+// finish closes C and done, once: the Notifier has stopped and its last
+// goroutine is ending.
+func (n *Notifier) finish() {
+	n.mu.Lock()
+	already := n.finished
+	n.finished = true
+	n.mu.Unlock()
+	if !already {
+		close(n.c)
+		close(n.done)
+	}
 }
 
 // Status returns the state of every source, in the order they were given
@@ -153,7 +327,7 @@ const (
 	// StateUnavailable: Watch returned an error wrapping ErrUnavailable;
 	// the source does not apply to this host.
 	StateUnavailable
-	// StateFailed: Watch returned another error before Stop.
+	// StateFailed: Watch returned another error before Stop, or panicked.
 	StateFailed
 	// StateStopped: Watch returned because of Stop, or returned nil early.
 	StateStopped
@@ -177,8 +351,9 @@ func (s State) String() string {
 type SourceStatus struct {
 	Name  string
 	State State
-	// Err is the error Watch returned, or, while it runs, the last error it
-	// reported with ReportError (nil once it reported success again).
+	// Err is the error Watch returned (a [*PanicError] if it panicked),
+	// or, while it runs, the last error it reported with ReportError (nil
+	// once it reported itself healthy again).
 	Err error
 	// Reported is when the source last sent a notice or reported its
 	// health with ReportError. The zero time means never.
@@ -187,48 +362,29 @@ type SourceStatus struct {
 	Notices int
 }
 
-// ReportError tells the Notifier that runs the source watching under ctx how
-// that source is doing: err is a transient failure that the source is
-// retrying, such as an unreachable metadata service; nil means it works
-// again. It shows in [Notifier.Status], and the Notifier logs each change
-// (not each call), so a source may call it on every poll.
-//
-// Outside a Notifier's Watch context ReportError does nothing.
-func ReportError(ctx context.Context, err error) {
-	if r, ok := ctx.Value(runKey{}).(*run); ok {
-		r.report(err)
-	}
+// A PanicError is the error of a source whose Watch panicked.
+type PanicError struct {
+	Source string
+	Value  any    // what Watch panicked with
+	Stack  []byte // the goroutine's stack at the panic
 }
 
-// Ready tells the Notifier that runs the source watching under ctx that
-// the source has set up what it watches with (installed its signal
-// handler, opened its subscription): from now on no event is missed.
-// [Config.New] waits for it from each [ReadyReporter]. Calling it more
-// than once, or outside a Notifier's Watch context, does nothing.
-func Ready(ctx context.Context) {
-	if r, ok := ctx.Value(runKey{}).(*run); ok {
-		r.readyOnce.Do(func() { close(r.ready) })
-	}
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("termsig: source %s panicked: %v", e.Source, e.Value)
 }
 
-// A ReadyReporter is a [Source] whose setup is quick and local (no
-// network) and whose Watch calls [Ready] once it is done. [Config.New]
-// does not return until each ReadyReporter has called Ready or returned
-// from Watch, so that an event right after New, such as systemd's SIGTERM
-// a moment after start, is not missed. ReportsReady is a marker: it does
-// nothing.
-type ReadyReporter interface {
-	Source
-	ReportsReady()
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
 }
-
-type runKey struct{}
 
 // A run is one source inside a Notifier.
 type run struct {
-	n    *Notifier
-	src  Source
-	name string
+	n        *Notifier
+	src      Source
+	name     string
+	platform bool // not a LocalSource
 
 	ready     chan struct{} // closed by Ready, or when Watch returns
 	readyOnce sync.Once
@@ -238,6 +394,26 @@ type run struct {
 	err      error
 	reported time.Time
 	notices  int
+	ended    bool // Watch has returned
+}
+
+func (r *run) markReady() {
+	r.readyOnce.Do(func() {
+		close(r.ready)
+		r.n.mu.Lock()
+		r.n.unready--
+		all := r.n.unready == 0
+		r.n.mu.Unlock()
+		if all {
+			close(r.n.ready)
+		}
+	})
+}
+
+func (r *run) returned() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
 }
 
 // watch runs the source's Watch and records how it ended. in is the
@@ -245,19 +421,32 @@ type run struct {
 // that forward ends (in itself is never closed: a source that broke its
 // contract and sent after returning would otherwise panic).
 func (r *run) watch(ctx context.Context, in chan Notice, done chan struct{}) {
-	defer r.n.wg.Done()
+	defer r.n.exit()
 	defer close(done)
 	r.n.log.Debug("termsig: source started", "source", r.name)
-	err := r.src.Watch(context.WithValue(ctx, runKey{}, r), in)
-	r.readyOnce.Do(func() { close(r.ready) })
+	err := r.call(context.WithValue(ctx, runKey{}, r), in)
+	r.markReady()
 	r.finish(ctx, err)
+}
+
+// call runs Watch and turns a panic into a *PanicError, so that one broken
+// source does not take the program down.
+func (r *run) call(ctx context.Context, in chan Notice) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Source: r.name, Value: v, Stack: debug.Stack()}
+			r.n.log.Error("termsig: source panicked", "source", r.name, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+			err = pe
+		}
+	}()
+	return r.src.Watch(ctx, in)
 }
 
 // forward moves notices from the source to C. A source waits in its send
 // until the notice is taken, and forward waits until C has room, so a slow
 // consumer holds back every source without a notice being dropped.
 func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{}) {
-	defer r.n.wg.Done()
+	defer r.n.exit()
 	for {
 		select {
 		case <-ctx.Done():
@@ -279,7 +468,7 @@ func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{
 				case r.n.c <- nt:
 					r.delivered(nt)
 				default:
-					r.n.log.Warn("termsig: notice dropped at Stop: nobody was reading", "source", r.name, "notice", nt.String())
+					r.n.log.Warn("termsig: notice dropped at Stop: nobody was reading", "source", r.name, "notice", nt)
 				}
 				return
 			}
@@ -294,31 +483,38 @@ func (r *run) delivered(nt Notice) {
 	r.mu.Unlock()
 	// Enabled first: building the line costs more than delivering the notice.
 	if r.n.log.Enabled(context.Background(), slog.LevelDebug) {
-		r.n.log.Debug("termsig: notice", "source", r.name, "kind", nt.Kind.String(), "notice", nt.String())
+		r.n.log.Debug("termsig: notice", "source", r.name, "notice", nt)
 	}
 }
 
 func (r *run) report(err error) {
 	r.mu.Lock()
+	if r.state != StateRunning {
+		r.mu.Unlock()
+		return
+	}
 	prev := r.err
 	changed := (prev == nil) != (err == nil) || (err != nil && prev.Error() != err.Error())
-	if r.state == StateRunning {
-		r.err = err
-	}
+	r.err = err
 	r.reported = time.Now()
-	r.mu.Unlock()
+	// Logged under mu, so that two reports of one source are logged in
+	// the order they were made.
 	switch {
 	case !changed:
 	case err != nil:
 		r.n.log.Warn("termsig: source error, retrying", "source", r.name, "err", err)
 	default:
-		r.n.log.Info("termsig: source recovered", "source", r.name, "after", prev)
+		r.n.log.Info("termsig: source healthy again", "source", r.name, "after", prev)
 	}
+	r.mu.Unlock()
 }
 
 func (r *run) finish(ctx context.Context, err error) {
 	var st State
+	var pe *PanicError
 	switch {
+	case errors.As(err, &pe):
+		st = StateFailed
 	case errors.Is(err, ErrUnavailable):
 		st = StateUnavailable
 	case ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)):
@@ -331,7 +527,7 @@ func (r *run) finish(ctx context.Context, err error) {
 	// State first, log second: whoever reads the log line then finds
 	// Status saying the same.
 	r.mu.Lock()
-	r.state, r.err = st, err
+	r.state, r.err, r.ended = st, err, true
 	r.mu.Unlock()
 	switch {
 	case st == StateUnavailable:
@@ -345,10 +541,13 @@ func (r *run) finish(ctx context.Context, err error) {
 	}
 
 	r.n.mu.Lock()
-	r.n.live--
-	alone := r.n.live == 0 && !r.n.stopped
+	if r.platform {
+		r.n.platform--
+	}
+	lastPlatform := r.platform && r.n.platform == 0 && !r.n.stopped
 	r.n.mu.Unlock()
-	if alone {
-		r.n.log.Warn("termsig: no source is watching any more")
+	if lastPlatform {
+		r.n.log.Error("termsig: no platform source is watching any more", "last", r.name,
+			"unheard", "spot interruptions, preemptions, maintenance and power-button presses")
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/internal/timing"
-	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // wait is how long a test waits for something that should happen at once.
@@ -37,7 +37,7 @@ func receive(t *testing.T, c <-chan termsig.Notice) termsig.Notice {
 
 func TestFakeTerminateArrivesWithin10ms(t *testing.T) {
 	timing.Within(t, 10*time.Millisecond, 3, func() time.Duration {
-		f := sources.NewFake("fake")
+		f := termsigtest.NewFake("fake")
 		n := termsig.New(f)
 		defer n.Stop()
 		<-f.Started()
@@ -66,8 +66,8 @@ func TestNotifierFillsSourceAndObserved(t *testing.T) {
 
 func TestNoticeIsNeverDroppedBySlowConsumer(t *testing.T) {
 	const count = 500
-	f := sources.NewFake("fake")
-	g := sources.NewFake("other")
+	f := termsigtest.NewFake("fake")
+	g := termsigtest.NewFake("other")
 	n := termsig.Config{Buffer: 1}.New(f, g)
 	defer n.Stop()
 	for i := range count {
@@ -128,8 +128,8 @@ func TestStopWhileConsumerNeverReads(t *testing.T) {
 }
 
 func TestStopConcurrently(t *testing.T) {
-	f := sources.NewFake("fake")
-	n := termsig.New(f, sources.NewFake("other"))
+	f := termsigtest.NewFake("fake")
+	n := termsig.New(f, termsigtest.NewFake("other"))
 	<-f.Started()
 	var wg sync.WaitGroup
 	for range 8 {
@@ -154,14 +154,14 @@ func TestNoSources(t *testing.T) {
 
 func TestNilSourcePanics(t *testing.T) {
 	assert.PanicsWithValue(t, "termsig: nil Source at index 1", func() {
-		termsig.New(sources.NewFake("a"), nil)
+		termsig.New(termsigtest.NewFake("a"), nil)
 	})
 }
 
 func TestUnavailableSourceRetiresQuietly(t *testing.T) {
 	logs := testlog.New()
-	gone := sources.NewFake("gone")
-	live := sources.NewFake("live")
+	gone := termsigtest.NewFake("gone")
+	live := termsigtest.NewFake("live")
 	gone.Fail(fmt.Errorf("not on this cloud: %w", termsig.ErrUnavailable))
 	n := termsig.Config{Logger: logs.Logger()}.New(gone, live)
 	defer n.Stop()
@@ -186,8 +186,8 @@ func TestUnavailableSourceRetiresQuietly(t *testing.T) {
 
 func TestFailingSourceDoesNotDisturbOthers(t *testing.T) {
 	logs := testlog.New()
-	bad := sources.NewFake("bad")
-	good := sources.NewFake("good")
+	bad := termsigtest.NewFake("bad")
+	good := termsigtest.NewFake("good")
 	n := termsig.Config{Logger: logs.Logger()}.New(bad, good)
 	defer n.Stop()
 
@@ -207,11 +207,12 @@ func TestFailingSourceDoesNotDisturbOthers(t *testing.T) {
 
 func TestLastSourceEndingIsLogged(t *testing.T) {
 	logs := testlog.New()
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	f.Fail(nil)
 	n := termsig.Config{Logger: logs.Logger()}.New(f)
 	defer n.Stop()
-	logs.WaitFor(t, "termsig: no source is watching any more", 1)
+	logs.WaitFor(t, "termsig: no platform source is watching any more", 1)
+	assert.Equal(t, 1, logs.CountLevel(slog.LevelError))
 	st := n.Status()[0]
 	assert.Equal(t, termsig.StateStopped, st.State)
 	assert.NoError(t, st.Err)
@@ -239,7 +240,7 @@ func TestReportErrorShowsInStatusAndLogsOncePerChange(t *testing.T) {
 	assert.NoError(t, n.Status()[0].Err)
 
 	assert.Equal(t, 1, logs.Count("termsig: source error, retrying"))
-	assert.Equal(t, 1, logs.Count("termsig: source recovered"))
+	assert.Equal(t, 1, logs.Count("termsig: source healthy again"))
 }
 
 func TestReportErrorOutsideNotifierIsHarmless(t *testing.T) {
@@ -323,8 +324,8 @@ type readySource struct {
 	fail  error
 }
 
-func (s *readySource) Name() string  { return "ready" }
-func (s *readySource) ReportsReady() {}
+func (s *readySource) Name() string       { return "ready" }
+func (s *readySource) ReportsReady() bool { return true }
 
 func (s *readySource) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	if s.fail != nil {
@@ -340,7 +341,7 @@ func (s *readySource) Watch(ctx context.Context, out chan<- termsig.Notice) erro
 func TestNewWaitsForReadyReporters(t *testing.T) {
 	for range 20 {
 		s := &readySource{}
-		n := termsig.New(s, sources.NewFake("other"))
+		n := termsig.New(s, termsigtest.NewFake("other"))
 		assert.True(t, s.armed.Load(), "New returned before the source was ready")
 		n.Stop()
 	}

@@ -24,14 +24,19 @@ var ErrUnavailable = errors.New("termsig: source unavailable on this host")
 //     this host. It should find that out quickly and without a network
 //     probe where the host is clearly not the right kind.
 //   - It returns any other error only when it can never work again (a fatal
-//     error). Transient failures are retried inside Watch, with backoff whose
-//     waits also watch ctx; [ReportError] makes them visible in
-//     [Notifier.Status] meanwhile.
+//     error, such as a configuration that cannot work). Transient failures
+//     are retried inside Watch, with backoff whose waits also watch ctx;
+//     [ReportError] makes them visible in [Notifier.Status] meanwhile, and
+//     the Notifier logs each change, so a source does not log its own
+//     health.
 //   - Every send on out is a select that also watches ctx.Done(), so that a
 //     slow consumer delays the source but never keeps it from returning.
 //   - It sends nothing after it returns, and leaves no goroutine behind.
 //   - It reports one event once: a notice that is seen again on every poll
-//     is not sent again.
+//     is not sent again. [Notice.Event] names the event.
+//
+// A Notifier recovers a panic in Watch (the source then counts as failed),
+// but a source must not rely on that.
 //
 // A Source may be watched by one Notifier at a time unless its
 // documentation says otherwise.
@@ -39,3 +44,60 @@ type Source interface {
 	Name() string
 	Watch(ctx context.Context, out chan<- Notice) error
 }
+
+// A ReadyReporter is a [Source] whose Watch calls [Ready] once it has had
+// its first look at its origin: its signal handlers installed, its
+// subscription open, or a first answer (or a first error) from its
+// metadata service. [Notifier.Ready] is closed once every ReadyReporter has
+// called Ready or returned; a Source that is not a ReadyReporter counts as
+// ready as soon as it starts.
+//
+// ReportsReady says whether that first look is quick and local (a signal
+// handler, a socket): if it returns true, [Config.New] waits for Ready
+// before it returns (at most [Config.ReadyTimeout]), so that an event right
+// after New, such as systemd's SIGTERM a moment after start, is not missed.
+// A source whose first look needs the network returns false, so that New
+// never waits on the network.
+type ReadyReporter interface {
+	Source
+	ReportsReady() (local bool)
+}
+
+// A LocalSource is a [Source] whose notices concern only this process
+// (signals sent to it), not the host or the platform. The Notifier logs at
+// level Error when the last source that is not a LocalSource ends before
+// Stop: from then on no platform notice (a spot interruption, a
+// preemption, a power-button press) can reach the program. OnlyLocal is a
+// marker: it does nothing.
+type LocalSource interface {
+	Source
+	OnlyLocal()
+}
+
+// ReportError tells the Notifier that runs the source watching under ctx how
+// that source is doing: err is a transient failure that the source is
+// retrying, such as an unreachable metadata service; nil means it is
+// healthy again. It shows in [Notifier.Status]; the Notifier logs each
+// change (not each call), so a source may call it after every answer. Each
+// call also counts as hearing from the origin ([SourceStatus.Reported]).
+// An error's text should be stable (no request ids, no URLs that differ by
+// request), since a new text is a change.
+//
+// Outside a Notifier's Watch context ReportError does nothing.
+func ReportError(ctx context.Context, err error) {
+	if r, ok := ctx.Value(runKey{}).(*run); ok {
+		r.report(err)
+	}
+}
+
+// Ready tells the Notifier that runs the source watching under ctx that
+// the source has had its first look at its origin (see [ReadyReporter]).
+// Calling it more than once, or outside a Notifier's Watch context, does
+// nothing.
+func Ready(ctx context.Context) {
+	if r, ok := ctx.Value(runKey{}).(*run); ok {
+		r.markReady()
+	}
+}
+
+type runKey struct{}

@@ -11,7 +11,15 @@
 //   - SIGHUP: [termsig.Reload], "finish, then restart in place". It is not
 //     imminent, so [termsig.NotifyContext] does not cancel on it.
 //
-// On Windows only os.Interrupt is watched by default.
+// Each notice's Event is the signal's name, such as "SIGTERM".
+//
+// # Operating systems
+//
+// On Linux and macOS the defaults are SIGTERM, SIGINT and SIGHUP. On
+// Windows they are os.Interrupt (Ctrl-C and Ctrl-Break) and SIGTERM, which
+// Go delivers when the console window is closed, the user logs off or the
+// system shuts down; a Windows service's stop request is not a signal and
+// is not seen. Any other os.Signal can be watched with [New] or [NewMap].
 //
 // Every signal received is its own notice: a second SIGINT is a second
 // notice, which a consumer may take as "stop now".

@@ -27,6 +27,11 @@ type Source struct {
 // SIGTERM gives Terminate, SIGINT (os.Interrupt) gives Interrupt and SIGHUP
 // gives Reload: "finish, then restart in place", which is not imminent. Any
 // other signal gives Terminate; use [NewMap] to choose.
+//
+// On Windows the defaults are os.Interrupt (Ctrl-C, Ctrl-Break) and
+// SIGTERM, which Go delivers for the console's close, logoff and shutdown
+// events (CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT); there
+// is no SIGHUP to send to a Windows process.
 func New(sigs ...os.Signal) *Source {
 	if len(sigs) == 0 {
 		sigs = defaultSignals()
@@ -57,11 +62,16 @@ func NewMap(m map[os.Signal]termsig.Kind) *Source {
 	return s
 }
 
-// ReportsReady marks Source as a termsig.ReadyReporter: termsig.New
-// returns only once Watch has installed its signal handler, so that a
-// signal sent right after New is a notice rather than the signal's default
-// action (for SIGTERM, death with status 143).
-func (s *Source) ReportsReady() {}
+// ReportsReady returns true: Source is a local termsig.ReadyReporter, so
+// termsig.New returns only once Watch has installed its signal handler,
+// and a signal sent right after New is a notice rather than the signal's
+// default action (for SIGTERM, death with status 143).
+func (s *Source) ReportsReady() bool { return true }
+
+// OnlyLocal marks Source as a termsig.LocalSource: signals concern this
+// process, not the host, so a Notifier left with only this source logs
+// that no platform notice can reach the program any more.
+func (s *Source) OnlyLocal() {}
 
 // Name returns "signal".
 func (s *Source) Name() string { return Name }
@@ -98,7 +108,7 @@ func (s *Source) notice(sig os.Signal) termsig.Notice {
 		k = kindOf(sig)
 	}
 	name := signalName(sig)
-	return termsig.Notice{Source: Name, Kind: k, Reason: name, Signal: sig, Raw: name}
+	return termsig.Notice{Source: Name, Kind: k, Event: name, Reason: name, Signal: sig, Raw: name}
 }
 
 func kindOf(sig os.Signal) termsig.Kind {

@@ -1,8 +1,11 @@
 package signal
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
-// defaultSignals is os.Interrupt alone, which Windows delivers for Ctrl-C
-// and Ctrl-Break. Pass syscall.SIGTERM to New to also see the console's
-// close, logoff and shutdown events, which Go reports as SIGTERM.
-func defaultSignals() []os.Signal { return []os.Signal{os.Interrupt} }
+// defaultSignals is os.Interrupt, which Windows delivers for Ctrl-C and
+// Ctrl-Break, and SIGTERM, which Go delivers for the console's close,
+// logoff and shutdown events.
+func defaultSignals() []os.Signal { return []os.Signal{os.Interrupt, syscall.SIGTERM} }

@@ -1,9 +1,10 @@
-package sources_test
+package termsigtest_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -12,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig"
-	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 const wait = 5 * time.Second
 
-func watch(f *sources.Fake) (out chan termsig.Notice, errc chan error, cancel context.CancelFunc) {
+func watch(f *termsigtest.Fake) (out chan termsig.Notice, errc chan error, cancel context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out = make(chan termsig.Notice)
 	errc = make(chan error, 1)
@@ -38,7 +39,7 @@ func recv[T any](t *testing.T, c <-chan T) T {
 }
 
 func TestFakeSendBeforeWatch(t *testing.T) {
-	f := sources.NewFake("early")
+	f := termsigtest.NewFake("early")
 	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "1"})
 	f.Send(termsig.Notice{Kind: termsig.Stop, Reason: "2", Source: "custom"})
 	out, errc, cancel := watch(f)
@@ -56,7 +57,7 @@ func TestFakeSendBeforeWatch(t *testing.T) {
 }
 
 func TestFakeSendKeepsObserved(t *testing.T) {
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	f.Send(termsig.Notice{Kind: termsig.Terminate, Observed: at})
 	out, _, cancel := watch(f)
@@ -65,7 +66,7 @@ func TestFakeSendKeepsObserved(t *testing.T) {
 }
 
 func TestFakeFailAfterNotices(t *testing.T) {
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	out, errc, cancel := watch(f)
 	defer cancel()
 	boom := errors.New("boom")
@@ -77,7 +78,7 @@ func TestFakeFailAfterNotices(t *testing.T) {
 }
 
 func TestFakeFailBeforeWatch(t *testing.T) {
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	f.Fail(fmt.Errorf("nope: %w", termsig.ErrUnavailable))
 	_, errc, cancel := watch(f)
 	defer cancel()
@@ -85,7 +86,7 @@ func TestFakeFailBeforeWatch(t *testing.T) {
 }
 
 func TestFakeFailNil(t *testing.T) {
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	f.Fail(nil)
 	_, errc, cancel := watch(f)
 	defer cancel()
@@ -93,7 +94,7 @@ func TestFakeFailNil(t *testing.T) {
 }
 
 func TestFakeUndeliveredNoticesStayQueued(t *testing.T) {
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "kept"})
 	_, errc, cancel := watch(f) // nobody reads out
 	<-f.Started()
@@ -107,7 +108,7 @@ func TestFakeUndeliveredNoticesStayQueued(t *testing.T) {
 
 func TestFakeConcurrentSenders(t *testing.T) {
 	const senders, each = 8, 100
-	f := sources.NewFake("f")
+	f := termsigtest.NewFake("f")
 	n := termsig.Config{Buffer: 1}.New(f)
 	defer n.Stop()
 	var wg sync.WaitGroup
@@ -129,7 +130,7 @@ func TestFakeConcurrentSenders(t *testing.T) {
 }
 
 func ExampleFake() {
-	f := sources.NewFake("imds")
+	f := termsigtest.NewFake("imds")
 	n := termsig.New(f)
 	defer n.Stop()
 
@@ -138,3 +139,73 @@ func ExampleFake() {
 	fmt.Println(nt.Source, nt.Kind, nt.Kind.Imminent(), nt.Reason)
 	// Output: imds stop true spot interruption: stop
 }
+
+func TestFakeReportShowsInStatus(t *testing.T) {
+	f := termsigtest.NewFake("imds")
+	n := termsig.Config{Logger: discard}.New(f)
+	defer n.Stop()
+	down := errors.New("unreachable")
+	f.Report(down)
+	f.Send(termsig.Notice{Kind: termsig.Rebalance}) // delivered after the report
+	recv(t, n.C())
+	assert.ErrorIs(t, n.Status()[0].Err, down)
+	f.Report(nil)
+	f.Send(termsig.Notice{Kind: termsig.Cleared})
+	recv(t, n.C())
+	assert.NoError(t, n.Status()[0].Err)
+	assert.Equal(t, termsig.StateRunning, n.Status()[0].State)
+}
+
+func TestFakeReadyAtOnceUnlessHeld(t *testing.T) {
+	f := termsigtest.NewFake("f")
+	n := termsig.Config{Logger: discard}.New(f)
+	select {
+	case <-n.Ready():
+	case <-time.After(wait):
+		t.Fatal("a Fake is ready when Watch starts")
+	}
+	n.Stop()
+
+	g := termsigtest.NewFake("g")
+	g.HoldReady()
+	n = termsig.Config{Logger: discard}.New(g)
+	defer n.Stop()
+	<-g.Started()
+	g.Send(termsig.Notice{Kind: termsig.Maintenance})
+	recv(t, n.C())
+	select {
+	case <-n.Ready():
+		t.Fatal("ready while held")
+	default:
+	}
+	g.SetReady()
+	select {
+	case <-n.Ready():
+	case <-time.After(wait):
+		t.Fatal("SetReady did not make it ready")
+	}
+}
+
+func TestFakePanic(t *testing.T) {
+	f := termsigtest.NewFake("f")
+	f.Send(termsig.Notice{Kind: termsig.Terminate})
+	f.Panic("broken")
+	f.Fail(errors.New("ignored: Panic came first"))
+	out := make(chan termsig.Notice, 1)
+	assert.PanicsWithValue(t, "broken", func() { _ = f.Watch(context.Background(), out) })
+	assert.Equal(t, termsig.Terminate, (<-out).Kind, "what was sent before is delivered first")
+}
+
+func TestFakeWatchedTwiceAtOncePanics(t *testing.T) {
+	f := termsigtest.NewFake("f")
+	_, errc, cancel := watch(f)
+	defer cancel()
+	<-f.Started()
+	assert.PanicsWithValue(t, "termsig: termsigtest.Fake f watched twice at once", func() {
+		_ = f.Watch(context.Background(), nil)
+	})
+	cancel()
+	assert.ErrorIs(t, recv(t, errc), context.Canceled)
+}
+
+var discard = slog.New(slog.DiscardHandler)

@@ -1,0 +1,222 @@
+// Package termsigtest provides a fake [termsig.Source] for unit tests of
+// programs that use termsig. It imports only package termsig, so a test
+// that uses it does not pull in the cloud SDKs or netlink.
+//
+// A test sends the notices it wants with [Fake.Send], makes the source fail
+// with [Fake.Fail], and waits with [Fake.Started] instead of sleeping:
+//
+//	spot := termsigtest.NewFake("imds")
+//	n := termsig.New(spot)
+//	defer n.Stop()
+//	spot.Send(termsig.Notice{Kind: termsig.Terminate, Deadline: time.Now().Add(2 * time.Minute)})
+//	// the code under test reads n.C()
+//
+// For the protocols themselves (IMDS, the GCE metadata server, acpid),
+// the source packages have fakes that speak them over real sockets:
+// imds/imdstest, gcemeta/gcemetatest, acpi/acpitest.
+package termsigtest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/termsig/termsig"
+)
+
+// A Fake is a [termsig.Source] whose notices, health and readiness a test
+// decides. Its methods are safe for use from any goroutine, before or after
+// Watch starts. Watch it with one Notifier at a time; it may be watched
+// again after that Watch has returned, and keeps what was not delivered.
+//
+// A Fake is a [termsig.ReadyReporter] whose first look is not local: it
+// calls termsig.Ready as soon as Watch starts, unless [Fake.HoldReady]
+// was called.
+type Fake struct {
+	name    string
+	wake    chan struct{} // capacity 1: "the queue or the end changed"
+	started chan struct{}
+	once    sync.Once
+
+	mu     sync.Mutex
+	queue  []op // pending from queue[head]
+	head   int
+	end    *op // what Watch does once the queue is empty: return or panic
+	hold   bool
+	active bool // a Watch is running
+}
+
+// op is one thing for Watch to do, in order.
+type op struct {
+	kind   opKind
+	notice termsig.Notice
+	err    error
+	panic  any
+}
+
+type opKind uint8
+
+const (
+	opSend opKind = iota
+	opReport
+	opReady
+	opReturn
+	opPanic
+)
+
+// NewFake returns a Fake named name.
+func NewFake(name string) *Fake {
+	return &Fake{
+		name:    name,
+		wake:    make(chan struct{}, 1),
+		started: make(chan struct{}),
+	}
+}
+
+// Name returns the name given to NewFake.
+func (f *Fake) Name() string { return f.name }
+
+// ReportsReady returns false: a Notifier does not wait for a Fake in New,
+// as it would not for a metadata service. See [Fake.HoldReady].
+func (f *Fake) ReportsReady() bool { return false }
+
+// Send queues n for delivery by Watch and returns at once; a Fake that is
+// not being watched keeps it until Watch starts. Send fills n.Source with
+// the Fake's name and n.Observed with the current time when they are
+// empty. Notices are delivered in the order they were sent.
+func (f *Fake) Send(n termsig.Notice) {
+	if n.Source == "" {
+		n.Source = f.name
+	}
+	if n.Observed.IsZero() {
+		n.Observed = time.Now()
+	}
+	f.push(op{kind: opSend, notice: n})
+}
+
+// Report makes Watch report err as its health with termsig.ReportError,
+// after the notices sent before: a transient failure the source retries,
+// or nil for healthy again. It shows in Notifier.Status.
+func (f *Fake) Report(err error) { f.push(op{kind: opReport, err: err}) }
+
+// HoldReady makes the next Watch hold back its termsig.Ready call until
+// [Fake.SetReady], so that a test can see what a program does while a
+// source has not had its first look. Call it before Watch starts.
+func (f *Fake) HoldReady() {
+	f.mu.Lock()
+	f.hold = true
+	f.mu.Unlock()
+}
+
+// SetReady makes Watch call termsig.Ready, after the notices sent before.
+func (f *Fake) SetReady() {
+	f.mu.Lock()
+	f.hold = false
+	f.mu.Unlock()
+	f.push(op{kind: opReady})
+}
+
+// Fail makes Watch return err once it has delivered what was sent before;
+// if Watch has not started, it returns err as soon as it does. Wrap
+// termsig.ErrUnavailable in err to act as a source that does not apply to
+// the host. Fail(nil) makes Watch return nil, like a source that ended
+// early. Only the first call of Fail or Panic has an effect.
+func (f *Fake) Fail(err error) { f.finish(op{kind: opReturn, err: err}) }
+
+// Panic makes Watch panic with v once it has delivered what was sent
+// before, as a broken source would. Only the first call of Fail or Panic
+// has an effect.
+func (f *Fake) Panic(v any) { f.finish(op{kind: opPanic, panic: v}) }
+
+// Started returns a channel that is closed once Watch has been called, so
+// that a test can wait for the source to run without sleeping.
+func (f *Fake) Started() <-chan struct{} { return f.started }
+
+func (f *Fake) push(o op) {
+	f.mu.Lock()
+	f.queue = append(f.queue, o)
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *Fake) finish(o op) {
+	f.mu.Lock()
+	if f.end == nil {
+		f.end = &o
+	}
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *Fake) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default: // a wake-up is already pending; Watch will see the change
+	}
+}
+
+// Watch carries out what the test asked, in order, until ctx is done or
+// Fail or Panic is called. Notices it could not deliver before ctx ended
+// stay queued for the next Watch.
+func (f *Fake) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	f.mu.Lock()
+	if f.active {
+		f.mu.Unlock()
+		panic("termsig: termsigtest.Fake " + f.name + " watched twice at once")
+	}
+	f.active = true
+	hold := f.hold
+	f.mu.Unlock()
+	f.once.Do(func() { close(f.started) })
+	defer func() {
+		f.mu.Lock()
+		f.active = false
+		f.mu.Unlock()
+	}()
+	if !hold {
+		termsig.Ready(ctx)
+	}
+	for {
+		f.mu.Lock()
+		if f.head < len(f.queue) {
+			o := f.queue[f.head]
+			f.mu.Unlock()
+			if o.kind == opSend {
+				select {
+				case out <- o.notice:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			switch o.kind {
+			case opReport:
+				termsig.ReportError(ctx, o.err)
+			case opReady:
+				termsig.Ready(ctx)
+			}
+			f.mu.Lock()
+			f.queue[f.head] = op{}
+			f.head++
+			if f.head == len(f.queue) {
+				f.queue, f.head = f.queue[:0], 0 // reuse the array from its start
+			}
+			f.mu.Unlock()
+			continue
+		}
+		end := f.end
+		f.mu.Unlock()
+		if end != nil {
+			if end.kind == opPanic {
+				panic(end.panic)
+			}
+			return end.err
+		}
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var _ termsig.ReadyReporter = (*Fake)(nil)
