@@ -2,6 +2,7 @@ package termsig_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -67,4 +68,43 @@ func ExampleNotice_String() {
 		Deadline: seen.Add(2 * time.Minute),
 	})
 	// Output: imds: terminate (spot interruption: terminate), deadline 2026-11-30T10:02:00Z (in 2m0s)
+}
+
+func ExampleNotice_DrainContext() {
+	seen := time.Now()
+	nt := termsig.Notice{Source: "imds", Kind: termsig.Terminate, Observed: seen, Deadline: seen.Add(2 * time.Minute)}
+
+	// Hand work back within the time left, keeping 10 s in hand; 30 s if
+	// the notice had no deadline.
+	ctx, cancel := nt.DrainContext(context.Background(), 10*time.Second, 30*time.Second)
+	defer cancel()
+	end, _ := ctx.Deadline()
+	fmt.Println("drain for", end.Sub(seen))
+	// Output: drain for 1m50s
+}
+
+func ExampleNotifier_Ready() {
+	spot := termsigtest.NewFake("imds")
+	n := termsig.New(spot)
+	defer n.Stop()
+
+	// Take no work before every source has had its first look: a spot
+	// instance may already be under notice.
+	select {
+	case <-n.Ready():
+		fmt.Println("ready: claiming work")
+	case <-time.After(5 * time.Second):
+		fmt.Println("sources slow to answer: claiming work anyway")
+	}
+	// Output: ready: claiming work
+}
+
+func ExampleNotice_MarshalJSON() {
+	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	b, _ := json.Marshal(termsig.Notice{
+		Source: "imds", Kind: termsig.Terminate, Event: "spot/instance-action",
+		Reason: "spot interruption: terminate", Observed: at, Deadline: at.Add(2 * time.Minute),
+	})
+	fmt.Println(string(b))
+	// Output: {"source":"imds","kind":"terminate","event":"spot/instance-action","reason":"spot interruption: terminate","deadline":"2026-11-30T10:02:00Z","observed":"2026-11-30T10:00:00Z"}
 }

@@ -66,6 +66,7 @@ func TestSignals(t *testing.T) {
 			assert.Equal(t, tc.kind, nt.Kind)
 			assert.Equal(t, tc.sig, nt.Signal)
 			assert.Equal(t, tc.reason, nt.Reason)
+			assert.Equal(t, tc.reason, nt.Event, "the event is the signal's name")
 			assert.False(t, nt.Observed.IsZero())
 		})
 	}
@@ -150,4 +151,13 @@ func TestSignalRightAfterNew(t *testing.T) {
 		}
 		n.Stop()
 	}
+}
+
+func TestSourceIsLocalAndReadyBeforeNewReturns(t *testing.T) {
+	var src termsig.Source = signal.New()
+	rr, ok := src.(termsig.ReadyReporter)
+	require.True(t, ok)
+	assert.True(t, rr.ReportsReady(), "installing a handler is local: New waits for it")
+	_, ok = src.(termsig.LocalSource)
+	assert.True(t, ok, "signals concern the process, not the platform")
 }
