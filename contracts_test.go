@@ -301,3 +301,48 @@ func TestNotifyContextKeepsSourcesUntilStop(t *testing.T) {
 	stop()
 	stop() // twice is fine
 }
+
+// sendThenReady sends its notice, then calls Ready, then waits.
+type sendThenReady struct{ nt termsig.Notice }
+
+func (s sendThenReady) Name() string       { return "posted" }
+func (s sendThenReady) ReportsReady() bool { return false }
+func (s sendThenReady) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	select {
+	case out <- s.nt:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	termsig.Ready(ctx)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A spot interruption already posted at start is on C by the time Ready
+// is closed, so a program that checks C once Ready is closed sees it.
+func TestNoticesBeforeReadyAreOnCWhenReadyCloses(t *testing.T) {
+	for range 300 {
+		n := quiet().New(sendThenReady{termsig.Notice{Kind: termsig.Terminate}})
+		closed(t, n.Ready(), "Ready")
+		select {
+		case nt := <-n.C():
+			require.Equal(t, termsig.Terminate, nt.Kind)
+		default:
+			n.Stop()
+			t.Fatal("Ready closed before the notice sent before it was on C")
+		}
+		n.Stop()
+	}
+}
+
+func TestStatusIsFinalWhenReadyCloses(t *testing.T) {
+	for range 100 {
+		f := termsigtest.NewFake("gone")
+		f.HoldReady()
+		f.Fail(fmt.Errorf("elsewhere: %w", termsig.ErrUnavailable))
+		n := quiet().New(f)
+		closed(t, n.Ready(), "Ready")
+		require.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
+		n.Stop()
+	}
+}

@@ -116,7 +116,7 @@ func (c Config) New(sources ...Source) *Notifier {
 	}
 	var local []*run // ReadyReporters that New waits for
 	for _, s := range sources {
-		r := &run{n: n, src: s, name: s.Name(), state: StateRunning, ready: make(chan struct{})}
+		r := &run{n: n, src: s, name: s.Name(), state: StateRunning, ready: make(chan struct{}), readyc: make(chan struct{})}
 		if _, ok := s.(LocalSource); !ok {
 			r.platform = true
 			n.platform++
@@ -388,6 +388,10 @@ type run struct {
 
 	ready     chan struct{} // closed by Ready, or when Watch returns
 	readyOnce sync.Once
+	// readyc carries Ready to forward, so that the source is marked ready
+	// only after the notices it sent before are on C: a consumer that
+	// finds Ready closed then finds them too.
+	readyc chan struct{}
 
 	mu       sync.Mutex
 	state    State
@@ -395,6 +399,16 @@ type run struct {
 	reported time.Time
 	notices  int
 	ended    bool // Watch has returned
+}
+
+// requestReady marks the run ready once forward has put every notice the
+// source sent before on C. It returns early if ctx ends.
+func (r *run) requestReady(ctx context.Context) {
+	select {
+	case <-r.ready:
+	case r.readyc <- struct{}{}:
+	case <-ctx.Done():
+	}
 }
 
 func (r *run) markReady() {
@@ -425,8 +439,8 @@ func (r *run) watch(ctx context.Context, in chan Notice, done chan struct{}) {
 	defer close(done)
 	r.n.log.Debug("termsig: source started", "source", r.name)
 	err := r.call(context.WithValue(ctx, runKey{}, r), in)
+	r.finish(ctx, err) // before markReady: whoever sees Ready finds Status final
 	r.markReady()
-	r.finish(ctx, err)
 }
 
 // call runs Watch and turns a panic into a *PanicError, so that one broken
@@ -453,6 +467,8 @@ func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{
 			return
 		case <-done:
 			return
+		case <-r.readyc:
+			r.markReady()
 		case nt := <-in:
 			if nt.Source == "" {
 				nt.Source = r.name

@@ -92,11 +92,13 @@ func ReportError(ctx context.Context, err error) {
 
 // Ready tells the Notifier that runs the source watching under ctx that
 // the source has had its first look at its origin (see [ReadyReporter]).
-// Calling it more than once, or outside a Notifier's Watch context, does
-// nothing.
+// The notices the source sent before Ready are on [Notifier.C] by the time
+// [Notifier.Ready] is closed, so Ready waits, as a send does, while the
+// consumer is slow; it returns early if ctx is done. Calling it more than
+// once, or outside a Notifier's Watch context, does nothing.
 func Ready(ctx context.Context) {
 	if r, ok := ctx.Value(runKey{}).(*run); ok {
-		r.markReady()
+		r.requestReady(ctx)
 	}
 }
 
