@@ -10,33 +10,62 @@
 // every Config.Interval (1 s by default); the advisory ones,
 // events/recommendations/rebalance and events/maintenance/scheduled, every
 // Config.AdvisoryInterval (30 s). At the defaults that is about 2.07
-// requests a second, plus a token every five minutes. Each path has its own
-// goroutine, so a slow answer on one path does not delay the others. A spot
-// interruption is announced about two minutes ahead; polling every second
-// rather than every two or five spends little of that.
+// requests a second, plus a token every five minutes. Neither interval may
+// be below [MinInterval] (10 ms): faster polling would hammer the metadata
+// service. Each path has its own goroutine, so a slow answer on one path
+// does not delay the others. A spot interruption is announced about two
+// minutes ahead; polling every second rather than every two or five spends
+// little of that.
 //
 // HTTP, IMDSv2 session tokens (and a fresh token after a 401) and retries
 // within one poll are the AWS SDK's (feature/ec2/imds); the waits between
 // the SDK's attempts are scaled to the interval and its retry quota is off,
 // since the source's own backoff between polls is what protects IMDS.
 //
+// # Events
+//
+// Each notice's Event names what it is about, so that a consumer can keep
+// one reason per event and drop it when a Cleared notice names it:
+// "spot/instance-action", "asg/lifecycle", "rebalance", and
+// "scheduled/" followed by the maintenance event's EventId.
+//
+// # First look
+//
+// [Source] is a termsig.ReadyReporter whose first look needs the network,
+// so termsig.New does not wait for it. Its first look is over once every
+// path it watches has had one answer (404 included) or one error (a
+// timeout included), and the notices of those answers are handed over:
+// then termsig.Notifier.Ready can close. Against an IMDS that does not
+// answer, that takes Config.Timeout (2 s by default).
+//
 // # Faults
 //
 // No error makes a notice: IMDS unreachable, 401, bursts of 429 or 503,
 // answers slower than Config.Timeout, truncated JSON, an HTML page with
 // status 200. The source keeps running, backs off (the interval doubles per
-// failure up to Config.MaxBackoff, every wait watching ctx), reports the
-// error through termsig.ReportError so that it shows in
-// termsig.Notifier.Status, and logs once per change of state. A bad answer
-// for scheduled events never reads as "the events are gone".
+// failure up to Config.MaxBackoff, every wait watching ctx), and reports
+// the error through termsig.ReportError, so that it shows in
+// termsig.Notifier.Status; the Notifier logs each change. The error's text
+// is stable (such as "imds: unreachable: connection refused" or "imds: no
+// answer within 2s", without URLs), so one outage is one log line. A bad
+// answer for scheduled events never reads as "the events are gone".
 //
-// # Host detection
+// A Config that cannot work (an endpoint that is not an http or https URL,
+// a negative duration, an interval below MinInterval, unknown Events) is
+// not a fault to retry: Watch returns an error starting "imds: " at once,
+// and the Notifier marks the source failed.
 //
-// Watch returns termsig.ErrUnavailable at once, without a network probe,
-// when no endpoint is configured (Config.Endpoint, Config.Client or
-// AWS_EC2_METADATA_SERVICE_ENDPOINT) and DMI does not say EC2 (sys_vendor or
-// board_vendor "Amazon EC2", or a product or hypervisor UUID starting with
-// "ec2"). DMI is read on Linux; elsewhere, set an endpoint. See
+// # Systems and host detection
+//
+// Polling works the same on Linux, macOS and Windows once there is an
+// endpoint. Without one (Config.Endpoint, Config.Client or
+// AWS_EC2_METADATA_SERVICE_ENDPOINT), the source decides from local facts
+// only, without a network probe, whether the host is an EC2 instance: the
+// firmware's SMBIOS strings say "Amazon EC2" (Nitro) or Amazon's Xen. They
+// are read from DMI (/sys/class/dmi/id) on Linux, and from the registry's
+// BIOS values on Windows. macOS shows neither, so on an EC2 Mac instance
+// set an endpoint, such as http://169.254.169.254. Where the host is not
+// recognised, Watch returns termsig.ErrUnavailable at once. See
 // [Source.Available].
 //
 // # Testing

@@ -17,9 +17,11 @@ import (
 	"github.com/termsig/termsig/internal/timing"
 )
 
+// What the Notifier logs when the source reports an error, and when it
+// reports itself healthy again: the source does not log its health.
 const (
-	failing   = "imds: polling fails, retrying with backoff"
-	recovered = "imds: polling works again"
+	failing   = "termsig: source error, retrying"
+	recovered = "termsig: source healthy again"
 )
 
 // status returns the imds source's status.

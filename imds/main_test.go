@@ -38,6 +38,7 @@ type harness struct {
 
 // start runs an imds source configured by cfg (fastConfig if nil) against
 // a new fake IMDS; prepare may set the fake up before the source starts.
+// The Notifier and the source log to h.logs.
 func start(t *testing.T, cfg *imds.Config, prepare func(*imdstest.Server)) *harness {
 	t.Helper()
 	srv := imdstest.NewServer()
@@ -52,8 +53,10 @@ func start(t *testing.T, cfg *imds.Config, prepare func(*imdstest.Server)) *harn
 		}
 	}
 	logs := testlog.New()
-	c.Logger = logs.Logger()
-	n := termsig.New(imds.New(c))
+	if c.Logger == nil {
+		c.Logger = logs.Logger()
+	}
+	n := termsig.Config{Logger: logs.Logger()}.New(imds.New(c))
 	t.Cleanup(func() {
 		n.Stop()
 		srv.Close()

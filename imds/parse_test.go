@@ -1,7 +1,9 @@
 package imds
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,7 +101,7 @@ func FuzzInstanceAction(f *testing.F) {
 			}
 			return
 		}
-		if len(notices) != 1 || !notices[0].Kind.Imminent() || notices[0].Kind != a.Kind {
+		if len(notices) != 1 || !notices[0].Kind.Imminent() || notices[0].Kind != a.Kind || notices[0].Event != eventSpot {
 			t.Fatalf("payload %q: notices %v", body, notices)
 		}
 	})
@@ -142,7 +144,7 @@ func FuzzScheduled(f *testing.F) {
 			return
 		}
 		for _, n := range notices {
-			if n.Kind != termsig.Maintenance && n.Kind != termsig.Cleared {
+			if n.Kind != termsig.Maintenance && n.Kind != termsig.Cleared || !strings.HasPrefix(n.Event, eventScheduled) {
 				t.Fatalf("payload %q: notice %v", body, n)
 			}
 		}
@@ -167,10 +169,10 @@ func FuzzLifecycle(f *testing.F) {
 
 // Throttling delays the urgent paths by seconds, not by MaxBackoff.
 func TestUrgentBackoffLimit(t *testing.T) {
-	cfg := New(Config{}).cfg
-	w := &watcher{cfg: &cfg}
+	cfg := Config{}.withDefaults()
+	w := newWatcher(context.Background(), &cfg, nil, nil)
 	limits := map[string]time.Duration{}
-	for _, p := range w.pollers() {
+	for _, p := range w.pollers {
 		limits[p.path] = p.limit
 	}
 	assert.Equal(t, map[string]time.Duration{

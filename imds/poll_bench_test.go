@@ -23,16 +23,16 @@ func BenchmarkPollCycle(b *testing.B) {
 	defer srv.Close()
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
-	cfg := Config{Endpoint: srv.URL, Interval: time.Second, AdvisoryInterval: time.Second, Timeout: 2 * time.Second, Events: AllEvents}
+	cfg := Config{Endpoint: srv.URL, Interval: time.Second, AdvisoryInterval: time.Second, Timeout: 2 * time.Second}.withDefaults()
 	client := awsimds.New(awsimds.Options{
 		Endpoint:                 srv.URL,
 		HTTPClient:               &http.Client{Transport: tr},
 		Retryer:                  newRetryer(cfg.Interval),
 		DisableDefaultMaxBackoff: true,
 	})
-	w := &watcher{cfg: &cfg, client: client}
-	ps := w.pollers()
 	ctx := context.Background()
+	w := newWatcher(ctx, &cfg, client, nil)
+	ps := w.pollers
 	poll := func() {
 		for _, p := range ps {
 			if _, err := w.poll(ctx, p); err != nil {

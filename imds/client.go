@@ -1,0 +1,114 @@
+package imds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// client returns the SDK client of one Watch, and a function that closes
+// the connections of a client made here when Watch returns.
+func (c *Config) client() (*awsimds.Client, func()) {
+	if c.Client != nil {
+		return c.Client, func() {}
+	}
+	tr := newTransport()
+	opts := awsimds.Options{
+		Endpoint:                 c.Endpoint,
+		HTTPClient:               &http.Client{Transport: tr},
+		Retryer:                  newRetryer(c.Interval),
+		DisableDefaultMaxBackoff: true,
+	}
+	if c.Endpoint != "" {
+		// An endpoint given in Config is a request to use it, as
+		// Available says: AWS_EC2_METADATA_DISABLED, which would
+		// otherwise make the SDK refuse every request, does not apply.
+		opts.ClientEnableState = awsimds.ClientEnabled
+	}
+	return awsimds.New(opts), tr.CloseIdleConnections
+}
+
+// newTransport returns the transport of a Source's own client: no proxy
+// (IMDS is link-local), a short dial timeout as the SDK uses, and
+// keep-alive so that polling once a second reuses one connection.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 250 * time.Millisecond, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+// newRetryer returns the SDK retryer of a Source's own client: the SDK's
+// standard three attempts (so that a 401 is retried with a fresh token and
+// a single 503 does not fail a poll), but with waits between attempts
+// scaled to the polling interval rather than up to a second, and without
+// the retry quota, which a long outage would drain for good: the source's
+// own backoff between polls is what protects IMDS.
+func newRetryer(interval time.Duration) aws.Retryer {
+	std := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = ratelimit.None
+	})
+	return retry.AddWithMaxBackoffDelay(std, min(interval/4, time.Second))
+}
+
+// describe says what went wrong in a few stable words. The Notifier logs
+// each new text, and the SDK's messages carry the request's URL (so its
+// path) and attempt counts: one outage must read the same on every poll
+// of every path, or it would be logged again and again.
+func describe(err error, timeout time.Duration) string {
+	var re *smithyhttp.ResponseError
+	var ne net.Error
+	switch {
+	case errors.As(err, &re):
+		return fmt.Sprintf("HTTP %d", re.HTTPStatusCode())
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("no answer within %v", timeout)
+	case errors.As(err, &ne):
+		return "unreachable: " + cause(err)
+	}
+	return cause(err)
+}
+
+// cause returns the innermost reason for err, without the URL, address or
+// operation that wrap it: "connection refused", "DNS lookup of
+// imds.example failed: no such host", "EOF".
+func cause(err error) string {
+	var dns *net.DNSError
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &dns):
+		return "DNS lookup of " + dns.Name + " failed: " + dns.Err
+	case errors.As(err, &errno):
+		return errno.Error()
+	}
+	for {
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			return err.Error()
+		}
+		err = inner
+	}
+}
+
+// pathError is a failed poll of one path. Error is short and stable, and
+// names the path only when the failure is the path's own (a bad payload),
+// so that IMDS being down reads the same whichever path saw it first;
+// Unwrap gives the cause.
+type pathError struct {
+	path, msg string
+	err       error
+}
+
+func (e *pathError) Error() string { return "imds: " + e.msg }
+func (e *pathError) Unwrap() error { return e.err }
