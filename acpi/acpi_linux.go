@@ -22,15 +22,41 @@ import (
 	"github.com/termsig/termsig/internal/backoff"
 )
 
+// checkPaths returns an error for a place that the Config sets for a
+// transport it selects, and that cannot be used (see [Config]).
+func (s *Source) checkPaths() error {
+	want := s.cfg.Transports
+	if p := s.given.AcpidSocket; p != "" && want&Acpid != 0 {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("acpi: Config.AcpidSocket: %w", err)
+		}
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("acpi: Config.AcpidSocket: %s is not a socket", p)
+		}
+	}
+	if p := s.given.InputDevices; p != "" && want&Input != 0 {
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return fmt.Errorf("acpi: Config.InputDevices %q: %w", p, err)
+		}
+		if len(m) == 0 {
+			return fmt.Errorf("acpi: Config.InputDevices %q matches no file", p)
+		}
+	}
+	return nil
+}
+
 // open returns the selected transports that are available now. Failures
 // are logged at debug level: a missing transport is the common case.
 func (s *Source) open() []transport {
 	var ts []transport
 	want := s.cfg.Transports
+	log := s.logger()
 	if want&Netlink != 0 {
 		c, err := dialNetlink()
 		if err != nil {
-			s.log.Debug("acpi: netlink unavailable", "err", err)
+			log.Debug("acpi: netlink unavailable", "err", err)
 		} else {
 			ts = append(ts, &netlinkTransport{conn: c})
 		}
@@ -41,9 +67,9 @@ func (s *Source) open() []transport {
 		fi, err := os.Stat(s.cfg.AcpidSocket)
 		switch {
 		case err != nil:
-			s.log.Debug("acpi: acpid unavailable", "err", err)
+			log.Debug("acpi: acpid unavailable", "err", err)
 		case fi.Mode()&os.ModeSocket == 0:
-			s.log.Debug("acpi: acpid unavailable: not a socket", "path", s.cfg.AcpidSocket)
+			log.Debug("acpi: acpid unavailable: not a socket", "path", s.cfg.AcpidSocket)
 		default:
 			ts = append(ts, &acpidTransport{path: s.cfg.AcpidSocket})
 		}
@@ -75,20 +101,25 @@ func onDone(ctx context.Context, unblock func()) (release func()) {
 }
 
 // retry runs session again and again until ctx is done: each failure is
-// reported with termsig.ReportError and logged once, then waited out with
-// backoff. A session reports through ok that it worked (connected), and
-// returns whether it made progress, which resets the backoff.
+// reported with termsig.ReportError (the Notifier logs each change), then
+// waited out with backoff. A session reports through ok that it has
+// connected, and returns whether it made progress, which resets the
+// backoff. The first connection or failure is the transport's first
+// attempt (see [watcher.looked]).
 func retry(ctx context.Context, w *watcher, t Transport, session func(ok func()) (progress bool, err error)) {
 	// No jitter: one process per host reconnects to its own acpid or
 	// kernel, so there is no herd to spread.
 	b := backoff.Backoff{Base: w.s.cfg.BackoffBase, Max: w.s.cfg.BackoffMax}
-	failing := false
+	first := true
+	looked := func() {
+		if first {
+			first = false
+			w.looked(ctx)
+		}
+	}
 	ok := func() {
 		w.health(ctx, t, nil)
-		if failing {
-			w.s.log.Info("acpi: transport recovered", "transport", t.String())
-			failing = false
-		}
+		looked()
 	}
 	for ctx.Err() == nil {
 		progress, err := session(ok)
@@ -99,10 +130,7 @@ func retry(ctx context.Context, w *watcher, t Transport, session func(ok func())
 			b.Reset()
 		}
 		w.health(ctx, t, err)
-		if !failing {
-			w.s.log.Warn("acpi: transport failed, retrying", "transport", t.String(), "err", err)
-			failing = true
-		}
+		looked()
 		if !backoff.Sleep(ctx, b.Next()) {
 			return
 		}
@@ -157,9 +185,11 @@ func (t *netlinkTransport) close() {
 	}
 }
 
+// run receives on the subscription that open made, and subscribes again
+// after a failure.
 func (t *netlinkTransport) run(ctx context.Context, w *watcher) error {
 	defer t.close()
-	w.s.log.Debug("acpi: netlink subscribed", "port", t.conn.nl.PID())
+	w.log.Debug("acpi: netlink subscribed", "port", t.conn.nl.PID())
 	retry(ctx, w, Netlink, func(ok func()) (bool, error) {
 		if t.conn == nil {
 			c, err := dialNetlink()
@@ -167,9 +197,9 @@ func (t *netlinkTransport) run(ctx context.Context, w *watcher) error {
 				return false, err
 			}
 			t.conn = c
-			w.s.log.Debug("acpi: netlink subscribed", "port", c.nl.PID())
-			ok()
+			w.log.Debug("acpi: netlink subscribed", "port", c.nl.PID())
 		}
+		ok()
 		progress, err := t.receive(ctx, w)
 		t.close()
 		return progress, err
@@ -189,7 +219,7 @@ func (t *netlinkTransport) receive(ctx context.Context, w *watcher) (progress bo
 			if errors.Is(err, unix.ENOBUFS) {
 				// The socket stays usable; the events that did not fit are
 				// lost, and the other transports may have them.
-				w.s.log.Warn("acpi: netlink receive buffer overrun, events lost")
+				w.log.Warn("acpi: netlink receive buffer overrun, events lost")
 				continue
 			}
 			return progress, fmt.Errorf("acpi: netlink receive: %w", err)
@@ -229,20 +259,22 @@ func (t *acpidTransport) close()          {}
 // lines are well under 100 bytes.
 const acpidMaxLine = 512
 
+// acpidDialTimeout bounds a connection attempt to acpid. Connecting to a
+// UNIX socket succeeds or fails at once unless acpid is stuck and stops
+// accepting; the first attempt is part of the source's first look, which
+// termsig.New waits for, so it must stay short.
+const acpidDialTimeout = time.Second
+
 func (t *acpidTransport) run(ctx context.Context, w *watcher) error {
-	var d net.Dialer
-	first := true
+	d := net.Dialer{Timeout: acpidDialTimeout}
 	retry(ctx, w, Acpid, func(ok func()) (bool, error) {
 		conn, err := d.DialContext(ctx, "unix", t.path)
 		if err != nil {
 			return false, fmt.Errorf("acpi: acpid: %w", err)
 		}
 		defer conn.Close()
+		w.log.Debug("acpi: connected to acpid", "path", t.path)
 		ok()
-		if first {
-			w.s.log.Debug("acpi: connected to acpid", "path", t.path)
-			first = false
-		}
 		progress, err := t.read(ctx, w, conn)
 		if err == io.EOF {
 			err = errors.New("acpi: acpid closed the connection")
@@ -301,16 +333,17 @@ func (t *acpidTransport) read(ctx context.Context, w *watcher, conn net.Conn) (p
 // KEY_POWER. A device that cannot be read (permissions: event devices are
 // usually root:input 0660) is skipped.
 func (s *Source) openInputs() []transport {
+	log := s.logger()
 	paths, err := filepath.Glob(s.cfg.InputDevices)
 	if err != nil {
-		s.log.Debug("acpi: input devices unavailable", "glob", s.cfg.InputDevices, "err", err)
+		log.Debug("acpi: input devices unavailable", "glob", s.cfg.InputDevices, "err", err)
 		return nil
 	}
 	var ts []transport
 	for _, p := range paths {
 		name, err := s.powerKeyDevice(p)
 		if err != nil {
-			s.log.Debug("acpi: input device skipped", "path", p, "err", err)
+			log.Debug("acpi: input device skipped", "path", p, "err", err)
 			continue
 		}
 		// O_NONBLOCK: a FIFO standing in for a device must not block the
@@ -318,13 +351,13 @@ func (s *Source) openInputs() []transport {
 		// deadline can unblock a read.
 		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
-			s.log.Debug("acpi: input device skipped", "path", p, "err", err)
+			log.Debug("acpi: input device skipped", "path", p, "err", err)
 			continue
 		}
 		ts = append(ts, &inputTransport{path: p, name: name, f: f})
 	}
 	if len(ts) == 0 {
-		s.log.Debug("acpi: input unavailable: no readable device with KEY_POWER", "glob", s.cfg.InputDevices)
+		log.Debug("acpi: input unavailable: no readable device with KEY_POWER", "glob", s.cfg.InputDevices)
 	}
 	return ts
 }
@@ -365,7 +398,8 @@ func (t *inputTransport) close()          { t.f.Close() }
 // come back once it has gone, so an error ends the transport for good.
 func (t *inputTransport) run(ctx context.Context, w *watcher) error {
 	defer t.close()
-	w.s.log.Debug("acpi: reading input device", "path", t.path, "name", t.name)
+	w.looked(ctx) // open opened the device
+	w.log.Debug("acpi: reading input device", "path", t.path, "name", t.name)
 	// A regular file (a recording) cannot take a deadline, but reading it
 	// never blocks either.
 	defer onDone(ctx, func() { t.f.SetReadDeadline(pastDeadline()) })()
@@ -386,7 +420,7 @@ func (t *inputTransport) run(ctx context.Context, w *watcher) error {
 			if err == io.EOF {
 				err = errors.New("end of file")
 			}
-			w.s.log.Warn("acpi: input device gone", "path", t.path, "err", err)
+			w.log.Warn("acpi: input device gone", "path", t.path, "err", err)
 			return fmt.Errorf("acpi: input device %s: %w", t.path, err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -98,6 +100,7 @@ func TestAcpidPowerButton(t *testing.T) {
 	nt := recv(t, n.C())
 	assert.Equal(t, "acpi", nt.Source)
 	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Equal(t, "power-button", nt.Event)
 	assert.Equal(t, "power button PBTN (acpid)", nt.Reason)
 	assert.Equal(t, acpitest.PowerButtonInputLine, nt.Raw)
 	assert.True(t, nt.Deadline.IsZero(), "deadline unknown")
@@ -170,22 +173,26 @@ func TestAcpidReconnects(t *testing.T) {
 		_, err := fake.SendRaw([]byte(acpitest.PowerButtonInputLine))
 		require.NoError(t, err)
 		fake.Stop()
-		logs.waitFor(t, "acpi: transport failed, retrying", i)
+		logs.waitForWith(t, logFailing, "acpi: acpid closed the connection", i)
 		st := n.Status()[0]
 		assert.Equal(t, termsig.StateRunning, st.State)
 		assert.ErrorContains(t, st.Err, "acpid")
 
 		require.NoError(t, fake.Start())
 		require.NoError(t, fake.WaitAccepted(ctx, i+1))
-		logs.waitFor(t, "acpi: transport recovered", i)
+		logs.waitFor(t, logHealthy, i)
 		assert.NoError(t, n.Status()[0].Err)
 
 		send(t, fake, acpitest.PowerButtonLine)
 		nt := recv(t, n.C())
 		assert.Equal(t, acpitest.PowerButtonLine, nt.Raw, "reconnection %d", i)
 	}
-	assert.Equal(t, 3, logs.count("acpi: transport failed, retrying"), "one line per change, not per attempt")
-	assert.Equal(t, 3, logs.count("acpi: transport recovered"))
+	// acpid gone, then refusing while it restarts: two failures an outage,
+	// however many attempts.
+	assert.Equal(t, 3, logs.countWith(logFailing, "acpi: acpid closed the connection"), "one line per change, not per attempt")
+	assert.LessOrEqual(t, logs.count(logFailing), 6)
+	assert.Equal(t, 3, logs.count(logHealthy))
+	assert.Zero(t, logs.count("acpi: transport failed, retrying")+logs.count("acpi: transport recovered"), "health is the Notifier's to log")
 }
 
 func TestAcpidNotListeningYetIsRetried(t *testing.T) {
@@ -202,17 +209,19 @@ func TestAcpidNotListeningYetIsRetried(t *testing.T) {
 	src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: logs.logger()})
 	assert.Equal(t, acpi.Acpid, src.Available())
 	n := start(t, logs, src)
-	logs.waitFor(t, "acpi: transport failed, retrying", 1)
+	logs.waitFor(t, logFailing, 1)
 	assert.ErrorIs(t, n.Status()[0].Err, syscall.ECONNREFUSED)
 
 	require.NoError(t, os.Remove(fake.Path()))
 	require.NoError(t, fake.Start())
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
-	logs.waitFor(t, "acpi: transport recovered", 1)
+	logs.waitFor(t, logHealthy, 1)
 	_, err = fake.PressPowerButton()
 	require.NoError(t, err)
 	assert.Equal(t, acpitest.PowerButtonInputLine, recv(t, n.C()).Raw)
-	assert.Equal(t, 1, logs.count("acpi: transport failed, retrying"), "one line, however many attempts")
+	// Refused however many times, then (while the test swaps the socket)
+	// perhaps missing for a moment: a line for each, not for each attempt.
+	assert.Equal(t, 1, logs.countWith(logFailing, "connection refused"), "one line, however many attempts")
 }
 
 // Input devices
@@ -259,6 +268,7 @@ func TestInputPowerButton(t *testing.T) {
 
 	nt := recv(t, n.C())
 	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Equal(t, "power-button", nt.Event)
 	assert.Equal(t, "power button "+power.Path()+" (input)", nt.Reason)
 	assert.Equal(t, hex.EncodeToString(press), nt.Raw, "the first notice is the press")
 
@@ -370,19 +380,32 @@ func TestOneSourceSeveralNotifiers(t *testing.T) {
 
 // Availability
 
+// The places a Config leaves empty are looked for, and a transport that is
+// not there is not used; with none there, the source is unavailable, not
+// failed.
 func TestUnavailable(t *testing.T) {
-	dir := t.TempDir()
-	notSocket := filepath.Join(dir, "acpid.socket")
-	require.NoError(t, os.WriteFile(notSocket, nil, 0o600))
-	none := filepath.Join(dir, "none")
-	for name, cfg := range map[string]acpi.Config{
-		"nothing there": {AcpidSocket: none, InputDevices: filepath.Join(dir, "event*"), SysfsRoot: dir},
-		"not a socket":  {AcpidSocket: notSocket, InputDevices: none, SysfsRoot: dir},
-		"bad glob":      {AcpidSocket: none, InputDevices: "[", SysfsRoot: dir},
+	bare := t.TempDir() // a host laid out like "/", with nothing in it
+	stale := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(stale, "var/run"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "var/run/acpid.socket"), nil, 0o600))
+	noKey := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(noKey, "event0"), nil, 0o600)) // no sysfs entries
+	for _, tc := range []struct {
+		name string
+		cfg  acpi.Config
+	}{
+		{"nothing there", acpi.Config{Root: bare}},
+		{"default socket not a socket", acpi.Config{Root: stale}},
+		{"set socket of a transport not selected", acpi.Config{Root: bare, Transports: acpi.Input, AcpidSocket: filepath.Join(bare, "none")}},
+		{"set glob of a transport not selected", acpi.Config{Root: bare, Transports: acpi.Acpid, InputDevices: "["}},
+		{"devices without KEY_POWER", acpi.Config{Root: bare, Transports: acpi.Input, InputDevices: filepath.Join(noKey, "event*")}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			// The kernel here may well have the netlink family: leave it out.
-			cfg.Transports = acpi.Acpid | acpi.Input
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			if cfg.Transports == 0 {
+				// The kernel here may well have the netlink family: leave it out.
+				cfg.Transports = acpi.Acpid | acpi.Input
+			}
 			src := acpi.New(cfg)
 			assert.Zero(t, src.Available())
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
@@ -400,6 +423,58 @@ func TestUnavailable(t *testing.T) {
 			assert.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
 		})
 	}
+}
+
+// A Config that cannot work fails Watch at once, and shows as a failed
+// source; Available names its transports, so that sources.Detect keeps it
+// and the failure shows.
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "acpid.socket")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	none := filepath.Join(dir, "none")
+	for _, tc := range []struct {
+		name string
+		cfg  acpi.Config
+		want string
+	}{
+		{"unknown transport", acpi.Config{Transports: acpi.Acpid | 0x80}, "acpi: Config.Transports (acpid+transport(0x80)) has bits outside AllTransports"},
+		{"negative BackoffBase", acpi.Config{BackoffBase: -time.Second}, "acpi: Config.BackoffBase is negative (-1s); zero means the default"},
+		{"negative BackoffMax", acpi.Config{BackoffMax: -1}, "acpi: Config.BackoffMax is negative (-1ns); zero means the default"},
+		{"socket missing", acpi.Config{Transports: acpi.Acpid, AcpidSocket: none}, "acpi: Config.AcpidSocket: stat " + none + ": no such file or directory"},
+		{"socket missing, every transport", acpi.Config{AcpidSocket: none}, "acpi: Config.AcpidSocket: stat " + none + ": no such file or directory"},
+		{"not a socket", acpi.Config{Transports: acpi.Acpid, AcpidSocket: file}, "acpi: Config.AcpidSocket: " + file + " is not a socket"},
+		{"bad glob", acpi.Config{Transports: acpi.Input, InputDevices: "["}, `acpi: Config.InputDevices "[": syntax error in pattern`},
+		{"glob matches nothing", acpi.Config{Transports: acpi.Input, InputDevices: filepath.Join(dir, "event*")}, `acpi: Config.InputDevices "` + filepath.Join(dir, "event*") + `" matches no file`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Root = dir // nothing of the defaults there
+			src := acpi.New(cfg)
+			want := cfg.Transports
+			if want == 0 {
+				want = acpi.AllTransports
+			}
+			assert.Equal(t, want, src.Available(), "a source that cannot work is kept, to fail")
+
+			err := src.Watch(context.Background(), make(chan termsig.Notice))
+			require.EqualError(t, err, tc.want)
+			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
+
+			logs := newLogRecorder()
+			n := termsig.Config{Logger: logs.logger()}.New(src)
+			r := logs.waitFor(t, "termsig: source failed", 1)
+			assert.Equal(t, tc.want, attr(r, "err"))
+			n.Stop()
+			st := n.Status()[0]
+			assert.Equal(t, termsig.StateFailed, st.State)
+			assert.EqualError(t, st.Err, tc.want)
+		})
+	}
+	err := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: none}).Watch(context.Background(), nil)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	err = acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: "["}).Watch(context.Background(), nil)
+	assert.ErrorIs(t, err, filepath.ErrBadPattern)
 }
 
 func TestInputDeviceWithoutPowerKeyIsUnavailable(t *testing.T) {
@@ -486,6 +561,7 @@ func TestNetlinkEndToEnd(t *testing.T) {
 
 	nt := recv(t, n.C())
 	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Equal(t, "power-button", nt.Event)
 	assert.Equal(t, "power button LNXPWRBN:00 (netlink)", nt.Reason)
 	assert.Equal(t, "button/power LNXPWRBN:00 00000080 00000002", nt.Raw, "the first notice is the press")
 	assert.Equal(t, 4, logs.count("acpi: event ignored"))
@@ -509,7 +585,7 @@ func TestStopIsPromptAndLeavesNothing(t *testing.T) {
 		{"reading", func(*testing.T, *acpitest.Acpid, *acpitest.InputDevice, *logRecorder) {}},
 		{"waiting to reconnect", func(t *testing.T, fake *acpitest.Acpid, _ *acpitest.InputDevice, logs *logRecorder) {
 			fake.Stop()
-			logs.waitFor(t, "acpi: transport failed, retrying", 1)
+			logs.waitFor(t, logFailing, 1)
 		}},
 		{"consumer not reading", func(t *testing.T, _ *acpitest.Acpid, dev *acpitest.InputDevice, logs *logRecorder) {
 			for range 5 {
@@ -578,4 +654,83 @@ func TestStopIsNeverAFailure(t *testing.T) {
 		require.ErrorIs(t, recv(t, errc), context.Canceled, "trial %d", i)
 		require.NoError(t, fake.WaitClients(ctxWait(t), 0))
 	}
+}
+
+// Ready
+
+// pending reports whether a connection waits to be accepted on ln, without
+// waiting for one.
+func pending(t *testing.T, ln *net.UnixListener) bool {
+	t.Helper()
+	rc, err := ln.SyscallConn()
+	require.NoError(t, err)
+	var (
+		nfd  int
+		aerr error
+	)
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		// The listener is non-blocking: EAGAIN when nobody has connected.
+		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_CLOEXEC)
+	}))
+	if aerr != nil {
+		require.ErrorIs(t, aerr, unix.EAGAIN)
+		return false
+	}
+	unix.Close(nfd)
+	return true
+}
+
+// termsig.New returns once every transport has made its first attempt:
+// acpid's connection is made, or has failed and says so in Status.
+func TestReadyAfterFirstAttempts(t *testing.T) {
+	t.Run("acpid listening", func(t *testing.T) {
+		// A bare listener that does not accept: a connection made is
+		// pending on it, and nothing else tells the source it is there.
+		path := filepath.Join(t.TempDir(), "acpid.socket")
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		require.NoError(t, err)
+		defer ln.Close()
+		src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: path})
+		n := start(t, newLogRecorder(), src)
+		assert.True(t, pending(t, ln), "connected to acpid before New returned")
+		recv(t, n.Ready())
+	})
+	t.Run("acpid refusing", func(t *testing.T) {
+		fake := newAcpid(t)
+		fake.Stop()
+		stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: fake.Path(), Net: "unix"})
+		require.NoError(t, err)
+		stale.SetUnlinkOnClose(false)
+		require.NoError(t, stale.Close())
+		src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), BackoffBase: time.Hour})
+		n := start(t, newLogRecorder(), src)
+		assert.ErrorIs(t, n.Status()[0].Err, syscall.ECONNREFUSED, "the first attempt failed before New returned")
+		recv(t, n.Ready())
+	})
+	t.Run("input", func(t *testing.T) {
+		in := newInput(t)
+		_, err := in.AddDevice("Power Button", acpitest.KeyPower)
+		require.NoError(t, err)
+		src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot()})
+		n := start(t, newLogRecorder(), src)
+		select {
+		case <-n.Ready():
+		default:
+			t.Fatal("not ready when New returned")
+		}
+	})
+}
+
+// Logging
+
+func TestNilLoggerIsSlogDefault(t *testing.T) {
+	logs := newLogRecorder()
+	old := slog.Default()
+	slog.SetDefault(logs.logger())
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	fake := newAcpid(t)
+	start(t, newLogRecorder(), acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path()}))
+	r := logs.waitFor(t, "acpi: watching the power button", 1)
+	assert.Equal(t, "acpid", attr(r, "transports"))
 }

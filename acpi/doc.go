@@ -4,9 +4,17 @@
 // Clouds deliver "shut down now" as a power-button press, an ACPI G2
 // soft-off: Google Compute Engine when it preempts a spot VM (about 30 s
 // before it powers the VM off), AWS Nitro instances when they are stopped or
-// terminated. A press gives a [termsig.Terminate] notice whose Deadline is
-// zero (unknown) and whose Reason names the device and the transport, such
-// as "power button LNXPWRBN:00 (netlink)".
+// terminated. A press gives a [termsig.Terminate] notice whose Event is
+// [EventPowerButton] ("power-button"), whose Deadline is zero (unknown) and
+// whose Reason names the device and the transport, such as "power button
+// LNXPWRBN:00 (netlink)".
+//
+// # Systems
+//
+// The source works on Linux only: the three transports below are Linux
+// interfaces. On other systems Watch returns an error wrapping
+// [termsig.ErrUnavailable] at once and [Source.Available] returns zero
+// (unless the Config itself is invalid, see below).
 //
 // # Transports
 //
@@ -23,8 +31,8 @@
 //     /var/run/acpid.socket), one line per event ("button/power PBTN
 //     00000080 00000000"; tokens after the fourth are ignored). When acpid
 //     goes away, Watch reconnects with backoff and reports the failure with
-//     [termsig.ReportError] meanwhile. The socket must exist when Watch
-//     starts for acpid to be used.
+//     [termsig.ReportError] meanwhile; the Notifier logs it. The socket
+//     must exist when Watch starts for acpid to be used.
 //   - [Input]: the input devices (/dev/input/event*) whose key capabilities
 //     in sysfs include KEY_POWER; a press is an EV_KEY/KEY_POWER event with
 //     value 1 (not the release, 0, nor an autorepeat, 2). Reading them
@@ -34,6 +42,28 @@
 //
 // Watch returns an error wrapping [termsig.ErrUnavailable] when none is
 // there, and always on systems other than Linux.
+//
+// # First look
+//
+// Before it waits for presses, Watch subscribes to netlink, opens the
+// input devices and makes a first attempt to connect to acpid (bounded to
+// 1 s; it succeeds or fails at once unless acpid is stuck). Then it calls
+// [termsig.Ready], whether acpid answered or not: a failure is reported
+// with [termsig.ReportError] before that, and retried after. All of it is
+// quick and local, so [Source.ReportsReady] is true and termsig.New waits
+// for it: a press after New has returned is not missed.
+//
+// # Configuration errors
+//
+// A [Config] that cannot work makes Watch return at once with an error
+// that starts "acpi: " and names the field, and a [termsig.Notifier] shows
+// the source as failed: Transports with unknown bits, a negative backoff
+// and, on Linux, an AcpidSocket or InputDevices that the Config sets for a
+// selected transport and that is not there (see [Config]). Places the
+// Config leaves empty are defaults: a transport whose default place is
+// missing is simply not used. A misconfigured source counts as available
+// ([Source.Available] names its transports), so that a program that picks
+// its sources with Available sees it fail rather than lose it quietly.
 //
 // # One press, one notice
 //

@@ -1,7 +1,9 @@
 package acpi_test
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,13 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// What the Notifier logs when a source reports an error, or reports itself
+// healthy again: acpi does not log its health itself.
+const (
+	logFailing = "termsig: source error, retrying"
+	logHealthy = "termsig: source healthy again"
+)
 
 // wait bounds every wait for an event in the tests; none sleeps instead.
 const wait = 5 * time.Second
@@ -42,6 +51,26 @@ func (l *logRecorder) waitFor(t testing.TB, msg string, n int) slog.Record {
 }
 
 func (l *logRecorder) count(msg string) int { return l.Count(msg) }
+
+// countWith counts the records with msg whose attribute err contains sub.
+func (l *logRecorder) countWith(msg, sub string) int {
+	n := 0
+	for _, r := range l.Records(msg) {
+		if strings.Contains(attr(r, "err"), sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitForWith waits until msg has been logged at least n times with an
+// attribute err that contains sub.
+func (l *logRecorder) waitForWith(t testing.TB, msg, sub string, n int) {
+	t.Helper()
+	l.WaitUntil(t, fmt.Sprintf("%q with err %q logged %d times", msg, sub, n), func([]slog.Record) bool {
+		return l.countWith(msg, sub) >= n
+	})
+}
 
 // attr returns the value of the attribute key of r as a string.
 func attr(r slog.Record, key string) string { return testlog.Attr(r, key) }

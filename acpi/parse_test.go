@@ -2,6 +2,8 @@ package acpi
 
 import (
 	"encoding/binary"
+	"log/slog"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -302,8 +304,16 @@ func TestConfigDefaults(t *testing.T) {
 		BackoffBase:  100 * time.Millisecond,
 		BackoffMax:   5 * time.Second,
 	}, s.cfg)
-	assert.NotNil(t, s.log)
+	assert.Equal(t, Config{}, s.given)
+	assert.Same(t, slog.Default(), s.logger(), "nil means slog.Default()")
 	assert.Equal(t, "acpi", s.Name())
+
+	root := filepath.Join("tmp", "fake")
+	s = New(Config{Root: root})
+	assert.Equal(t, filepath.Join(root, "var/run/acpid.socket"), s.cfg.AcpidSocket)
+	assert.Equal(t, filepath.Join(root, "dev/input/event*"), s.cfg.InputDevices)
+	assert.Equal(t, filepath.Join(root, "sys"), s.cfg.SysfsRoot)
+	assert.Equal(t, Config{Root: root}, s.given, "the defaults are not taken for explicit places")
 
 	s = New(Config{BackoffBase: time.Minute, DedupeWindow: -1})
 	assert.Equal(t, time.Minute, s.cfg.BackoffMax, "max is at least base")

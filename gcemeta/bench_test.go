@@ -29,7 +29,7 @@ var watched = []string{preempted, maintenance, upcoming}
 // Each trial flips instance/maintenance-event between
 // MIGRATE_ON_HOST_MAINTENANCE (Maintenance) and NONE (Cleared).
 //
-// MinInterval is 1 ms so that the trials do not wait a second each for the
+// MinInterval is FloorInterval (10 ms) so that the trials do not wait a second each for the
 // next long poll; the latency itself does not depend on it, because each
 // trial waits until the next long poll is armed before it flips.
 //
@@ -38,7 +38,7 @@ func BenchmarkFlipLatency(b *testing.B) {
 	const trials = 200
 	srv := gcemetatest.NewServer()
 	defer srv.Close()
-	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), MinInterval: time.Millisecond}))
+	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), MinInterval: gcemeta.FloorInterval}))
 	defer n.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -10,6 +10,17 @@
 // environment variable points it at another server, such as the fake in
 // package [github.com/termsig/termsig/gcemeta/gcemetatest].
 //
+// # Systems
+//
+// The source speaks HTTP, so it works on every system once it has a host:
+// [Config.Host] or GCE_METADATA_HOST. Without one, it tells GCE from the
+// firmware's product name ("Google Compute Engine" or "Google"), read
+// where the system shows it: on Linux in /sys/class/dmi/id/product_name,
+// on Windows in the registry (SystemProductName under
+// HKEY_LOCAL_MACHINE\HARDWARE\DESCRIPTION\System\BIOS), as Google's
+// own clients do. Other systems, such as macOS, show it nowhere: there the
+// source is unavailable unless a host is given.
+//
 // # Notices
 //
 // The source watches three keys below
@@ -32,10 +43,23 @@
 //     GCE always has, is a fault and is retried like any other: giving up
 //     on them would mean missing a preemption.
 //
+// Each notice's Event names its key: [EventPreempted] ("preempted"),
+// [EventMaintenance] ("maintenance-event") or [EventUpcomingMaintenance]
+// ("upcoming-maintenance"); a Cleared notice carries the Event of the
+// advice it clears. Each change is reported once; a value that is read
+// again (a long poll that timed out, a retry) sends nothing. Notice.Raw
+// holds the value as received.
+//
+// # First look
+//
 // The source reads the current values first, so that a VM that is already
-// preempted when the program starts is reported at once. Each change is
-// reported once; a value that is read again (a long poll that timed out,
-// a retry) sends nothing. Notice.Raw holds the value as received.
+// preempted when the program starts is reported at once. Once every key
+// has had that first read answered or failed (a failure within
+// [Config.RequestTimeout], or a 404 for the optional key), and the notices
+// it called for have been sent, Watch calls [termsig.Ready], so that
+// [termsig.Notifier.Ready] can tell a program when it knows whether the
+// VM was already going away. This needs the network, so
+// [Source.ReportsReady] is false and termsig.New does not wait for it.
 //
 // # Long polling
 //
@@ -55,8 +79,12 @@
 //     never answers) are retried with jittered exponential backoff
 //     ([Config.Backoff], [Config.MaxBackoff]) and reported with
 //     [termsig.ReportError], so that they show in
-//     [termsig.Notifier.Status]. The last ETag is kept, so a change that
-//     happened meanwhile is seen by the first request that succeeds.
+//     [termsig.Notifier.Status] and the Notifier logs them; the source
+//     does not log them itself. Their texts are stable (see [Error]), and
+//     the key that has failed longest is the one reported, so that an
+//     outage is one change however many requests fail. The last ETag is
+//     kept, so a change that happened meanwhile is seen by the first
+//     request that succeeds.
 //   - A value that cannot be understood (an empty body, an HTML page, a
 //     preempted value other than TRUE or FALSE, JSON that is not the
 //     upcoming-maintenance object) is an error, not a notice; the source
@@ -68,6 +96,14 @@
 //     the backoff spaces the requests instead.
 //   - When the Watch context is done, requests in flight are cancelled
 //     and Watch returns at once, whether the server is hung, slow or gone.
+//
+// # Configuration errors
+//
+// A [Config] that cannot work (a negative duration, a MinInterval or
+// Backoff below [FloorInterval], a host that is not a host[:port]) makes
+// Watch return at once with an error that starts "gcemeta: " and names the
+// field, on every host; a Notifier shows the source as failed.
+// [Source.Available] returns the same error.
 //
 // # Why not metadata.Client.SubscribeWithContext
 //

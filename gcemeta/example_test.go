@@ -33,7 +33,7 @@ func ExampleSource_Watch_maintenance() {
 	defer srv.Close()
 	// A short MinInterval lets a test see changes in quick succession;
 	// programs keep the default, which spaces requests 1 s apart.
-	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), MinInterval: time.Millisecond}))
+	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), MinInterval: gcemeta.FloorInterval}))
 	defer n.Stop()
 
 	// A live migration is announced, then done.

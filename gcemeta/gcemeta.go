@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/termsig/termsig"
@@ -32,11 +34,25 @@ const (
 	DefaultBackoff        = 250 * time.Millisecond
 	DefaultMaxBackoff     = 5 * time.Second
 
+	// FloorInterval is the least [Config.MinInterval] and [Config.Backoff]
+	// that a Config may set: shorter waits between requests would hammer
+	// the metadata server, which every process on the VM shares, when it
+	// ignores wait_for_change or fails. Watch rejects a Config below it.
+	FloorInterval = 10 * time.Millisecond
+
 	// The time left after the notice, as documented by Google: about 30 s
 	// between a preemption's soft-off and the hard power-off, and 60 s
 	// between a maintenance-event value and the event.
 	PreemptionNotice  = 30 * time.Second
 	MaintenanceNotice = 60 * time.Second
+)
+
+// The values of [termsig.Notice.Event]: one per key, so that a Cleared
+// notice carries the Event of the advice it clears.
+const (
+	EventPreempted           = "preempted"
+	EventMaintenance         = "maintenance-event"
+	EventUpcomingMaintenance = "upcoming-maintenance"
 )
 
 // Name is the name of the source, in notices and in Notifier.Status.
@@ -45,13 +61,23 @@ const Name = "gcemeta"
 // Config configures a [Source]. The zero Config is ready to use: it watches
 // the metadata server of the GCE VM it runs on, and is unavailable
 // elsewhere.
+//
+// Zero durations mean the defaults. Watch (and Available) reject a Config
+// whose durations are negative, whose MinInterval or Backoff is below
+// [FloorInterval], or whose host (Host, or GCE_METADATA_HOST) is not a
+// host[:port], with an error that starts "gcemeta: " and names the field:
+// a [termsig.Notifier] then shows the source as failed. Such a Config is
+// rejected on every host, GCE or not, so that the mistake shows where the
+// program is written and tested rather than first in production.
 type Config struct {
 	// Host is the metadata server's host[:port], such as "127.0.0.1:8080"
 	// for a fake. Empty means the value of GCE_METADATA_HOST (see
 	// [HostEnv]) and, when that is empty too, [DefaultHost] on a host
-	// that DMI says is GCE. Off GCE, with neither set, Watch returns
-	// [termsig.ErrUnavailable] at once without touching the network. A
-	// Host that is set means "on GCE": DMI is not read.
+	// whose firmware says it is GCE (see the package documentation for
+	// the systems where that is known). Off GCE, with neither set, Watch
+	// returns [termsig.ErrUnavailable] at once without touching the
+	// network. A Host that is set means "on GCE": the firmware is not
+	// read.
 	Host string
 
 	// Root is where the host's files are read from (DMI under
@@ -74,13 +100,16 @@ type Config struct {
 	// WaitTimeout is the longest a long poll waits for a change, sent as
 	// timeout_sec: at idle, each key costs one request per WaitTimeout.
 	// It is rounded up to whole seconds; zero means
-	// [DefaultWaitTimeout] (60 s).
+	// [DefaultWaitTimeout] (60 s). It must not be negative.
 	WaitTimeout time.Duration
 
 	// RequestTimeout is how long a plain read may take, and how long a
 	// long poll may take beyond WaitTimeout, before the request is
-	// abandoned as lost (a silently dead connection, a hung server).
-	// Zero means [DefaultRequestTimeout] (5 s).
+	// abandoned as lost (a silently dead connection, a hung server). The
+	// first reads are bounded by it too, so it is also the longest the
+	// source takes to have its first look when the server does not
+	// answer. Zero means [DefaultRequestTimeout] (5 s). It must not be
+	// negative.
 	RequestTimeout time.Duration
 
 	// MinInterval is the least time between the starts of a long poll
@@ -88,22 +117,29 @@ type Config struct {
 	// server that ignores wait_for_change costs at most one request per
 	// MinInterval per key. (The first long poll follows the first read at
 	// once; after a failure, the backoff applies instead.) Zero means
-	// [DefaultMinInterval] (1 s).
+	// [DefaultMinInterval] (1 s); otherwise it must be at least
+	// [FloorInterval].
 	MinInterval time.Duration
 
 	// Backoff is the wait after a failed request (an error status, a
 	// network error, a timeout, a value not understood); it doubles with
 	// each failure in a row, up to MaxBackoff, and each wait is drawn at
-	// random from its upper half. Zero means [DefaultBackoff] (250 ms).
+	// random from its upper half. Zero means [DefaultBackoff] (250 ms);
+	// otherwise it must be at least [FloorInterval].
 	Backoff time.Duration
 
 	// MaxBackoff caps Backoff. It is short by default because a
-	// preemption leaves 30 s. Zero means [DefaultMaxBackoff] (5 s).
+	// preemption leaves 30 s. Zero means [DefaultMaxBackoff] (5 s); it
+	// must not be negative, and a MaxBackoff below Backoff is taken as
+	// Backoff.
 	MaxBackoff time.Duration
 
-	// Logger receives one line per change of state: watching started, a
-	// key not served, a key failing or working again, a value changed.
-	// Nil means no logging.
+	// Logger receives one line per change of state that is not health:
+	// watching started and a key not served (debug), a value changed
+	// (info), a server that sends no ETag (warning). Failures are not
+	// logged here: they are reported with [termsig.ReportError], and the
+	// Notifier logs each change. Nil means slog.Default(); pass
+	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
 }
 
@@ -119,18 +155,34 @@ type Source struct {
 	cfg Config
 }
 
-// New returns a Source configured by cfg.
+// New returns a Source configured by cfg. It checks nothing and opens
+// nothing: Watch does.
 func New(cfg Config) *Source { return &Source{cfg: cfg} }
 
 // Name returns "gcemeta".
 func (s *Source) Name() string { return Name }
 
+// ReportsReady makes Source a [termsig.ReadyReporter], and returns false:
+// its first look needs the metadata server, over the network, so
+// termsig.New does not wait for it. Watch calls [termsig.Ready] once every
+// key has had its first read answered or failed (within
+// [Config.RequestTimeout]); from then on [termsig.Notifier.Ready] may say
+// that a preemption or maintenance event already posted when the program
+// started has been sent.
+func (s *Source) ReportsReady() bool { return false }
+
 // Available reports, from local facts only and without touching the
-// network, whether the source can work on this host: it returns nil when
-// [Config.Host] or GCE_METADATA_HOST is set or DMI says the host is a GCE
-// VM; otherwise an error wrapping [termsig.ErrUnavailable]. It returns
-// another error if the host is not a valid host[:port]. Watch returns the
-// same error at once.
+// network, whether the source can work on this host. It returns:
+//
+//   - the error that Watch would return at once if the Config is invalid
+//     (see [Config]), on any host: a source that cannot work because of
+//     its Config should fail where it shows, not be left out quietly, so
+//     a caller that picks sources with Available should keep this one and
+//     let Watch fail;
+//   - an error wrapping [termsig.ErrUnavailable] off GCE: neither
+//     [Config.Host] nor GCE_METADATA_HOST is set, and the firmware does
+//     not say GCE;
+//   - nil otherwise.
 func (s *Source) Available() error {
 	_, err := s.host()
 	return err
@@ -140,10 +192,17 @@ func (s *Source) Available() error {
 // understood. Watch retries after it; [termsig.ReportError] shows it in
 // [termsig.Notifier.Status] meanwhile.
 //
+// Its text is stable: it names the key and the failure, such as
+// "gcemeta: instance/preempted: unreachable: connection refused", and
+// carries no detail that differs from request to request (no URL with its
+// ETag, no local port), so that one outage is one change of the source's
+// health however many requests fail.
+//
 // Err is a [*metadata.Error] for an unexpected HTTP status, a
 // [metadata.NotDefinedError] for 404 on a key that was served before, an
 // error wrapping [context.DeadlineExceeded] when the server did not answer
-// in time, or a network or parse error.
+// in time, an error that wraps the network error (such as a
+// [*net.OpError]), or a parse error.
 //
 // [*metadata.Error]: https://pkg.go.dev/cloud.google.com/go/compute/metadata#Error
 // [metadata.NotDefinedError]: https://pkg.go.dev/cloud.google.com/go/compute/metadata#NotDefinedError
@@ -161,14 +220,21 @@ func (e *Error) Unwrap() error { return e.Err }
 // until ctx is done; then it returns ctx.Err(). It honours the
 // [termsig.Source] contract:
 //
+//   - It returns an error at once if the Config is invalid (see
+//     [Config]), on any host.
 //   - Off GCE (see [Config.Host]) it returns an error wrapping
 //     [termsig.ErrUnavailable] at once, without network access.
-//   - It returns another error at once if the host is not a valid
-//     host[:port].
-//   - It reads the current values first, so that a VM that is already
-//     preempted is reported, then long-polls each key.
+//   - Its first look is a plain read of each key's current value, so that
+//     a VM that is already preempted is reported at once. Once every key
+//     has had that read answered or failed (a timeout after
+//     [Config.RequestTimeout], or the 404 of a key that the server does
+//     not have), and any notice it called for has been sent, Watch calls
+//     [termsig.Ready]. Then it long-polls each key.
 //   - Failed requests and bad values are retried with backoff and
-//     reported with [termsig.ReportError]; they never cause a notice.
+//     reported with [termsig.ReportError], with a stable text (see
+//     [Error]); they never cause a notice. Every answer is reported too
+//     (ReportError(ctx, nil) when every key works), so that
+//     [termsig.SourceStatus] says when the server last answered.
 //   - Each change is reported once.
 //   - When ctx is done, it cancels its requests and returns at once,
 //     whatever the server does, leaving no goroutine behind.
@@ -182,18 +248,51 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	}
 	w.log.Debug("gcemeta: watching", "host", w.host, "wait_timeout", time.Duration(w.timeoutSec)*time.Second)
 
+	var pending atomic.Int32 // keys whose first read is not done
+	pending.Store(int32(len(keys)))
+	looked := func() {
+		if pending.Add(-1) == 0 {
+			termsig.Ready(ctx)
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range keys {
-		wg.Go(func() { w.watchKey(ctx, i, out) })
+		wg.Go(func() { w.watchKey(ctx, i, out, looked) })
 	}
 	wg.Wait() // only the optional key ends before ctx
 	return ctx.Err()
 }
 
-// host returns the metadata server's host[:port], from local facts only.
+// check returns an error if a duration of c is out of range.
+func (c *Config) check() error {
+	type field struct {
+		name string
+		d    time.Duration
+	}
+	for _, f := range []field{
+		{"WaitTimeout", c.WaitTimeout}, {"RequestTimeout", c.RequestTimeout},
+		{"MinInterval", c.MinInterval}, {"Backoff", c.Backoff}, {"MaxBackoff", c.MaxBackoff},
+	} {
+		if f.d < 0 {
+			return fmt.Errorf("gcemeta: Config.%s is negative (%v); zero means the default", f.name, f.d)
+		}
+	}
+	for _, f := range []field{{"MinInterval", c.MinInterval}, {"Backoff", c.Backoff}} {
+		if f.d > 0 && f.d < FloorInterval {
+			return fmt.Errorf("gcemeta: Config.%s is %v, below FloorInterval (%v): the metadata server would be hammered", f.name, f.d, FloorInterval)
+		}
+	}
+	return nil
+}
+
+// host checks the Config and returns the metadata server's host[:port],
+// from local facts only.
 func (s *Source) host() (string, error) {
 	c := s.cfg
-	h := c.Host
+	if err := c.check(); err != nil {
+		return "", err
+	}
+	h, from := c.Host, "Config.Host"
 	if h == "" {
 		root := c.Root
 		if root == "" {
@@ -202,15 +301,15 @@ func (s *Source) host() (string, error) {
 		in := host.Detect(root, c.Getenv)
 		switch {
 		case in.GCEHost != "":
-			h = in.GCEHost
+			h, from = in.GCEHost, HostEnv
 		case in.GCE:
-			h = DefaultHost
+			return DefaultHost, nil
 		default:
-			return "", fmt.Errorf("gcemeta: not on GCE (DMI product name is not Google's, and %s is not set): %w", HostEnv, termsig.ErrUnavailable)
+			return "", fmt.Errorf("gcemeta: not on GCE (the firmware does not say Google, and %s is not set): %w", HostEnv, termsig.ErrUnavailable)
 		}
 	}
 	if u, err := url.Parse("http://" + h + "/"); err != nil || u.Host != h || u.User != nil {
-		return "", fmt.Errorf("gcemeta: metadata host %q is not a host[:port]", h)
+		return "", fmt.Errorf("gcemeta: %s %q is not a host[:port]", from, h)
 	}
 	return h, nil
 }
@@ -235,7 +334,7 @@ func (s *Source) start() (*watcher, error) {
 	}
 	w.maxBackoff = max(w.maxBackoff, w.backoff)
 	if w.log == nil {
-		w.log = slog.New(slog.DiscardHandler)
+		w.log = slog.Default()
 	}
 	if w.hc == nil {
 		w.ownTransport = &http.Transport{
@@ -250,7 +349,7 @@ func (s *Source) start() (*watcher, error) {
 }
 
 func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
+	if d == 0 {
 		return def
 	}
 	return d
@@ -272,25 +371,33 @@ type watcher struct {
 
 	mu      sync.Mutex
 	failing [len(keys)]error
+	order   []int // the failing keys, in the order they started failing
 }
 
-// setHealth records key i's state and tells the Notifier the first error
-// of any key, or nil when every key works. It holds mu while it reports,
-// so that the last report is the current state.
+// setHealth records key i's state and reports the source's health: the
+// error of the key that has been failing longest, or nil when every key
+// works. Which key is reported changes only when that key works again, so
+// that an outage that fails every key, one after the other, is one change
+// (the Notifier logs each change). It holds mu while it reports, so that
+// the last report is the current state.
 func (w *watcher) setHealth(ctx context.Context, i int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	was := w.failing[i] != nil
 	w.failing[i] = err
-	var first error
-	for _, e := range w.failing {
-		if e != nil {
-			first = e
-			break
-		}
+	switch {
+	case err != nil && !was:
+		w.order = append(w.order, i)
+	case err == nil && was:
+		w.order = slices.DeleteFunc(w.order, func(j int) bool { return j == i })
+	}
+	var cur error
+	if len(w.order) > 0 {
+		cur = w.failing[w.order[0]]
 	}
 	// Every answer is reported, not only changes: Status's Reported then
 	// says when the server last answered. The Notifier logs changes only.
-	termsig.ReportError(ctx, first)
+	termsig.ReportError(ctx, cur)
 }
 
 // errNoAnswer says that the server did not answer in time.

@@ -22,6 +22,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// What the Notifier logs when a source reports an error, or reports itself
+// healthy again: gcemeta does not log its health itself.
+const (
+	logFailing = "termsig: source error, retrying"
+	logHealthy = "termsig: source healthy again"
+)
+
 // wait is how long a test waits for something that should happen at once.
 // It is long so that a slow -race run does not fail; a pass takes far less.
 const wait = 5 * time.Second
@@ -32,8 +39,8 @@ const wait = 5 * time.Second
 func fast(srv *gcemetatest.Server) gcemeta.Config {
 	return gcemeta.Config{
 		Host:           srv.Host(),
-		MinInterval:    5 * time.Millisecond,
-		Backoff:        5 * time.Millisecond,
+		MinInterval:    gcemeta.FloorInterval,
+		Backoff:        gcemeta.FloorInterval,
 		MaxBackoff:     20 * time.Millisecond,
 		RequestTimeout: 2 * time.Second,
 	}
@@ -152,12 +159,7 @@ func (l *logRecorder) waitFor(t *testing.T, msg string, attrs ...string) string 
 
 func (l *logRecorder) find(msg string, attrs ...string) (string, bool) {
 next:
-	for _, r := range l.Records(msg) {
-		line := r.Level.String() + " " + r.Message
-		r.Attrs(func(a slog.Attr) bool {
-			line += " " + a.String()
-			return true
-		})
+	for _, line := range l.lines(msg) {
 		for _, a := range attrs {
 			if !strings.Contains(line, a) {
 				continue next
@@ -169,6 +171,36 @@ next:
 }
 
 func (l *logRecorder) count(msg string) int { return l.Count(msg) }
+
+// lines returns the records with msg, each printed as find prints it.
+func (l *logRecorder) lines(msg string) []string {
+	var out []string
+	for _, r := range l.Records(msg) {
+		line := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			line += " " + a.String()
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+// countWith counts the records with msg whose printed attributes contain
+// every string of attrs.
+func (l *logRecorder) countWith(msg string, attrs ...string) int {
+	n := 0
+next:
+	for _, line := range l.lines(msg) {
+		for _, a := range attrs {
+			if !strings.Contains(line, a) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
 
 // roundTripper records requests and sends them to a fake, whatever host
 // they were meant for.

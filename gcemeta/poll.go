@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 
@@ -28,7 +30,8 @@ const (
 // A keySpec says how to read one key and what its values mean.
 type keySpec struct {
 	path  string
-	json  bool // ask for alt=json
+	event string // Notice.Event
+	json  bool   // ask for alt=json
 	parse func(body []byte) (reading, error)
 	// clears: going back to "no event" after an event is reported as
 	// Cleared. A preemption is not undone, so preempted does not clear.
@@ -39,9 +42,9 @@ type keySpec struct {
 }
 
 var keys = [...]keySpec{
-	{path: keyPreempted, parse: parsePreempted},
-	{path: keyMaintenance, parse: parseMaintenanceEvent, clears: true},
-	{path: keyUpcoming, json: true, parse: parseUpcoming, clears: true, optional: true},
+	{path: keyPreempted, event: EventPreempted, parse: parsePreempted},
+	{path: keyMaintenance, event: EventMaintenance, parse: parseMaintenanceEvent, clears: true},
+	{path: keyUpcoming, event: EventUpcomingMaintenance, json: true, parse: parseUpcoming, clears: true, optional: true},
 }
 
 // maxBody bounds what is read of a response: the values are a few bytes,
@@ -55,96 +58,107 @@ const maxRaw = 4 << 10
 const userAgent = "termsig-gcemeta"
 
 // watchKey reads key i, then long-polls it, sending a notice for each
-// change, until ctx is done. It returns false, at once, if the key is
-// optional and the server does not have it (404 before any value), and
-// true otherwise.
-func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice) (served bool) {
-	k := &keys[i]
-	var (
-		etag     string  // of the last answer understood or rejected; "" until then
-		seen     bool    // a value was understood: the key is served
-		cur      reading // what the last value understood meant
-		earliest time.Time
-		bo       = backoff.Backoff{Base: w.backoff, Max: w.maxBackoff, Jitter: true}
-		failing  bool
-		noETag   bool
-	)
-	for {
-		if !backoff.Until(ctx, earliest) {
-			return true
-		}
-		start := time.Now()
-		earliest = start.Add(w.minInterval)
-
-		plain := etag == ""
-		body, tag, err := w.get(ctx, k, etag)
+// change, until ctx is done or, for an optional key, the server turns out
+// not to have it. It calls looked once, when its first read has been
+// answered (and any notice the answer called for has been sent) or has
+// failed.
+func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice, looked func()) {
+	p := &keyPoll{w: w, i: i, k: &keys[i], bo: backoff.Backoff{Base: w.backoff, Max: w.maxBackoff, Jitter: true}}
+	var earliest time.Time
+	first := true
+	for backoff.Until(ctx, earliest) {
+		nt, next, more := p.poll(ctx)
 		if ctx.Err() != nil {
-			return true
+			return
 		}
-		if err != nil && !seen && k.optional && isNotFound(err) {
-			// A newer key that this server does not have. The others are
-			// always there on GCE: a 404 for them is a fault and is
-			// retried, since giving up would mean missing a preemption.
-			w.log.Debug("gcemeta: key not served here; not watching it", "key", k.path)
-			w.setHealth(ctx, i, nil)
-			return false
-		}
-		var r reading
-		if err == nil {
-			r, err = k.parse(body)
-			if err != nil && tag != "" {
-				// Wait for the next change rather than read the same bad
-				// value again and again.
-				etag = tag
+		if nt != nil {
+			select {
+			case out <- *nt:
+			case <-ctx.Done():
+				return
 			}
 		}
-		if err != nil {
-			err = &Error{Key: k.path, Err: err}
-			if !failing {
-				failing = true
-				w.log.Warn("gcemeta: request failed; retrying", "key", k.path, "err", err)
-			}
-			w.setHealth(ctx, i, err)
-			// After a failure the backoff, not MinInterval, spaces
-			// the requests: it grows, so a failing server is not
-			// hammered either.
-			earliest = time.Now().Add(bo.Next())
-			continue
+		if first {
+			first = false
+			looked()
 		}
+		if !more {
+			return
+		}
+		earliest = next
+	}
+}
 
-		bo.Reset()
-		if failing {
-			failing = false
-			w.log.Info("gcemeta: requests work again", "key", k.path)
-		}
-		w.setHealth(ctx, i, nil)
-		seen = true
-		etag = tag
-		if plain && tag != "" {
-			// The first long poll follows a read at once: only an
-			// answer to a long poll can be one that spins.
-			earliest = time.Time{}
-		}
-		if tag == "" && !noETag {
-			noETag = true
-			w.log.Warn("gcemeta: server sends no ETag; reading the key every MinInterval instead of long polling", "key", k.path, "min_interval", w.minInterval)
-		}
-		if r.id == cur.id {
-			continue
-		}
-		prev := cur
-		cur = r
-		w.log.Info("gcemeta: value changed", "key", k.path, "value", r.value)
-		nt, ok := notice(k, prev, r, time.Now(), body)
-		if !ok {
-			continue
-		}
-		select {
-		case out <- nt:
-		case <-ctx.Done():
-			return true
+// A keyPoll is the state of the polling of one key.
+type keyPoll struct {
+	w  *watcher
+	i  int
+	k  *keySpec
+	bo backoff.Backoff
+
+	etag   string  // of the last answer understood or rejected; "" until then
+	seen   bool    // a value was understood: the key is served
+	cur    reading // what the last value understood meant
+	noETag bool    // the server sent no ETag (logged once)
+}
+
+// poll makes one request and works out what it means: the notice to send,
+// if any; when the next request may start; and whether there is one (not
+// for an optional key that the server does not have).
+func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time, more bool) {
+	w, k := p.w, p.k
+	start := time.Now()
+	plain := p.etag == ""
+	body, tag, err := w.get(ctx, k, p.etag)
+	if ctx.Err() != nil {
+		return nil, time.Time{}, false
+	}
+	if err != nil && !p.seen && k.optional && isNotFound(err) {
+		// A newer key that this server does not have. The others are
+		// always there on GCE: a 404 for them is a fault and is
+		// retried, since giving up would mean missing a preemption.
+		w.log.Debug("gcemeta: key not served here; not watching it", "key", k.path)
+		w.setHealth(ctx, p.i, nil)
+		return nil, time.Time{}, false
+	}
+	var r reading
+	if err == nil {
+		r, err = k.parse(body)
+		if err != nil && tag != "" {
+			// Wait for the next change rather than read the same bad
+			// value again and again.
+			p.etag = tag
 		}
 	}
+	if err != nil {
+		w.setHealth(ctx, p.i, &Error{Key: k.path, Err: err})
+		// After a failure the backoff, not MinInterval, spaces the
+		// requests: it grows, so a failing server is not hammered either.
+		return nil, time.Now().Add(p.bo.Next()), true
+	}
+	p.bo.Reset()
+	w.setHealth(ctx, p.i, nil)
+	p.seen, p.etag = true, tag
+	next = start.Add(w.minInterval)
+	if plain && tag != "" {
+		// The first long poll follows a read at once: only an answer to
+		// a long poll can be one that spins.
+		next = time.Time{}
+	}
+	if tag == "" && !p.noETag {
+		p.noETag = true
+		w.log.Warn("gcemeta: server sends no ETag; reading the key every MinInterval instead of long polling", "key", k.path, "min_interval", w.minInterval)
+	}
+	if r.id == p.cur.id {
+		return nil, next, true
+	}
+	prev := p.cur
+	p.cur = r
+	w.log.Info("gcemeta: value changed", "key", k.path, "value", r.value)
+	if n, ok := notice(k, prev, r, time.Now(), body); ok {
+		nt = &n
+	}
+	return nt, next, true
 }
 
 // notice returns the notice for a change from prev to r, if any.
@@ -153,7 +167,7 @@ func notice(k *keySpec, prev, r reading, now time.Time, body []byte) (termsig.No
 	if len(raw) > maxRaw {
 		raw = raw[:maxRaw]
 	}
-	nt := termsig.Notice{Source: Name, Observed: now, Raw: raw}
+	nt := termsig.Notice{Source: Name, Event: k.event, Observed: now, Raw: raw}
 	switch {
 	case r.id != "":
 		nt.Kind, nt.Reason, nt.Deadline = r.kind, r.reason, r.deadline
@@ -216,8 +230,9 @@ func (w *watcher) get(ctx context.Context, k *keySpec, etag string) (body []byte
 	}
 }
 
-// transportError makes err stable and readable: the URL (which carries the
-// ETag) is dropped, and a request timeout says so.
+// transportError makes err stable (see [Error]): a request timeout says
+// so, and a network error is described without the URL (which carries the
+// ETag) or the addresses (the local port differs on each connection).
 func transportError(ctx, rctx context.Context, err error, timeout time.Duration) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -225,11 +240,46 @@ func transportError(ctx, rctx context.Context, err error, timeout time.Duration)
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return errNoAnswer(timeout)
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
+	return &netError{text: describe(err), err: err}
+}
+
+// A netError is a network error with a stable text.
+type netError struct {
+	text string
+	err  error
+}
+
+func (e *netError) Error() string { return e.text }
+func (e *netError) Unwrap() error { return e.err }
+
+// describe returns a stable text for a network error: "unreachable: ..."
+// when no connection could be made, "connection lost: ..." when one broke,
+// "connection closed without an answer" when the server hung up.
+func describe(err error) string {
+	var (
+		dns *net.DNSError
+		op  *net.OpError
+		ue  *url.Error
+	)
+	switch {
+	case errors.As(err, &dns):
+		return "unreachable: cannot resolve " + dns.Name + ": " + dns.Err
+	case errors.As(err, &op):
+		what := "connection lost: "
+		if op.Op == "dial" {
+			what = "unreachable: "
+		}
+		var se *os.SyscallError
+		if errors.As(op.Err, &se) {
+			return what + se.Err.Error()
+		}
+		return what + op.Err.Error()
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed without an answer"
+	case errors.As(err, &ue):
+		return ue.Err.Error()
 	}
-	return err
+	return err.Error()
 }
 
 // snippet returns the start of an error page, for error messages.

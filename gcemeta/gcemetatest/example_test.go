@@ -39,7 +39,7 @@ func ExampleServer_Inject() {
 	srv.Set(gcemetatest.Preempted, "TRUE")
 	srv.Inject(gcemetatest.Fault{Key: gcemetatest.Preempted, Status: http.StatusServiceUnavailable, Count: 3})
 
-	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), Backoff: time.Millisecond}))
+	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), Backoff: gcemeta.FloorInterval}))
 	defer n.Stop()
 
 	nt := <-n.C()

@@ -323,25 +323,53 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.broadcastStats()
 	s.mu.Unlock()
 
+	q, ok := s.admit(w, r, key)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	f := s.takeFault(key)
+	release := s.release
+	s.mu.Unlock()
+	if f != nil && s.misbehave(w, r, key, f, release) {
+		return
+	}
+	if q.json {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if q.wait && (f == nil || !f.IgnoreWait) {
+		s.longPoll(w, r, key, q)
+		return
+	}
+	s.mu.Lock()
+	v, ok := s.values[key]
+	s.mu.Unlock()
+	s.replyValue(w, key, v, ok)
+}
+
+// admit answers the requests that the real server refuses or answers
+// without looking at a value, and returns the query of the others, with
+// true.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string) (waitQuery, bool) {
 	h := w.Header()
 	h.Set("Metadata-Flavor", "Google")
 	h.Set("Server", "Metadata Server for VM")
 	if r.Header.Get("Metadata-Flavor") != "Google" {
 		s.reply(w, key, http.StatusForbidden, "Missing required header \"Metadata-Flavor\": \"Google\"\n")
-		return
+		return waitQuery{}, false
 	}
 	if _, ok := r.Header["X-Forwarded-For"]; ok {
 		s.reply(w, key, http.StatusForbidden, "Request forbidden: X-Forwarded-For header present\n")
-		return
+		return waitQuery{}, false
 	}
 	if r.Method != http.MethodGet {
 		s.reply(w, key, http.StatusMethodNotAllowed, "Method not allowed\n")
-		return
+		return waitQuery{}, false
 	}
 	if r.URL.Path == "/" {
 		// What Google's client probes to tell whether it is on GCE.
 		s.reply(w, key, http.StatusOK, "computeMetadata/\n")
-		return
+		return waitQuery{}, false
 	}
 	q, err := parseQuery(r.URL.Query())
 	if err != nil || !strings.HasPrefix(r.URL.Path, prefix) {
@@ -350,25 +378,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			msg = err.Error() + "\n"
 		}
 		s.reply(w, key, http.StatusBadRequest, msg)
-		return
+		return waitQuery{}, false
 	}
+	return q, true
+}
 
-	s.mu.Lock()
-	f := s.takeFault(key)
-	release := s.release
-	s.mu.Unlock()
-	if f == nil {
-		f = &Fault{}
-	}
+// misbehave applies the effects of f that come before the answer (Hang,
+// Delay, Drop, Status and Body), and reports whether the request has been
+// dealt with. A hang that ClearFaults releases leaves f's other effects
+// out: the request is served normally from there on.
+func (s *Server) misbehave(w http.ResponseWriter, r *http.Request, key string, f *Fault, release <-chan struct{}) bool {
 	if f.Hang {
 		select {
 		case <-release:
-			f = &Fault{} // served normally from here on
+			*f = Fault{}
 		case <-r.Context().Done():
-			return
+			return true
 		case <-s.done:
 			hangUp(w)
-			return
+			return true
 		}
 	}
 	if f.Delay > 0 {
@@ -377,16 +405,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
-			return
+			return true
 		case <-s.done:
 			t.Stop()
 			hangUp(w)
-			return
+			return true
 		}
 	}
 	if f.Drop {
 		hangUp(w)
-		return
+		return true
 	}
 	if f.Status != 0 || f.Body != "" {
 		code, body := f.Status, f.Body
@@ -397,19 +425,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			body = http.StatusText(code) + "\n"
 		}
 		s.reply(w, key, code, body)
-		return
+		return true
 	}
-	if q.json {
-		h.Set("Content-Type", "application/json")
-	}
-	if q.wait && !f.IgnoreWait {
-		s.longPoll(w, r, key, q)
-		return
-	}
-	s.mu.Lock()
-	v, ok := s.values[key]
-	s.mu.Unlock()
-	s.replyValue(w, key, v, ok)
+	return false
 }
 
 // longPoll answers once key's ETag differs from q.lastETag (or, without
