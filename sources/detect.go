@@ -1,10 +1,10 @@
 package sources
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/termsig/termsig"
@@ -17,7 +17,8 @@ import (
 // Config tunes [Detect]. The zero Config is ready to use.
 type Config struct {
 	// Logger receives one line saying what was detected, and is handed to
-	// the sources whose own Config has no Logger. Nil means no logging.
+	// the sources whose own Config has no Logger. Nil means no line from
+	// Detect, and slog.Default() for the sources.
 	Logger *slog.Logger
 
 	// Signals are the signals to watch; nil means signal.New's defaults
@@ -34,34 +35,54 @@ type Config struct {
 	ACPI acpi.Config
 
 	// Root is where the host's files are read from (DMI under
-	// sys/class/dmi/id); empty means "/". It is handed to the sources whose
-	// own Config has no Root. Tests point it at a directory of their own.
+	// sys/class/dmi/id); empty means "/", this machine, which on Windows
+	// means its registry instead. It is handed to the sources whose own
+	// Config has no Root. Tests point it at a directory of their own, laid
+	// out like Linux's, which is read the same way on every system.
 	Root string
 }
 
 // Detect returns the sources that apply on this host, in this order:
 //
 //   - signal: always;
-//   - imds: on EC2 (DMI), or when an IMDS endpoint is configured or set in
+//   - imds: on EC2, or when an IMDS endpoint is configured or set in
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT, unless AWS_EC2_METADATA_DISABLED
 //     is true;
-//   - gcemeta: on GCE (DMI product name "Google Compute Engine" or
-//     "Google"), or when GCE_METADATA_HOST or GCE.Host is set;
-//   - acpi: on Linux, when a power-button transport is available: the
+//   - gcemeta: on GCE, or when GCE_METADATA_HOST or GCE.Host is set;
+//   - acpi: on Linux only, when a power-button transport is available: the
 //     kernel's acpi_event netlink family, acpid's socket, or an input
 //     device with KEY_POWER.
 //
-// Detection reads only local facts (DMI files, environment variables), so
-// it is fast and never probes the network. Hand the result to termsig.New.
+// EC2 and GCE are recognised by the strings of the machine's firmware
+// (SMBIOS), read where each system shows them:
+//
+//   - Linux: the DMI files under /sys/class/dmi/id and /sys/hypervisor/uuid;
+//   - Windows: the BIOS values of the registry key
+//     HKEY_LOCAL_MACHINE\HARDWARE\DESCRIPTION\System\BIOS;
+//   - macOS: none, so there only the environment variables and the
+//     configuration select imds and gcemeta.
+//
+// A Nitro EC2 instance has "Amazon EC2" as its system or board vendor
+// (Windows: also as its BIOS vendor); a Xen one a UUID starting with "ec2"
+// (Linux) or a BIOS version ending in ".amazon" (Windows). A GCE instance
+// has the product name "Google Compute Engine" or "Google". No source
+// watches Azure yet.
+//
+// A source whose configuration is wrong (an endpoint that is not a URL,
+// an interval below the floor, an acpid socket that is not there) is
+// included: its Watch fails at once with a message saying what to fix.
+//
+// Detection reads only these local facts, so it is fast and never probes
+// the network. Hand the result to termsig.New.
 func Detect(cfg Config) []termsig.Source {
 	srcs := []termsig.Source{signal.New(cfg.Signals...)}
 
 	ic := cfg.IMDS
 	inherit(&ic.Logger, &ic.Root, cfg)
-	if s := imds.New(ic); s.Available() == nil {
+	if s := imds.New(ic); applies(s.Available()) {
 		srcs = append(srcs, s)
 	}
-	if s := gcemeta.New(gceConfig(cfg)); s.Available() == nil {
+	if s := gcemeta.New(gceConfig(cfg)); applies(s.Available()) {
 		srcs = append(srcs, s)
 	}
 	if s := acpi.New(acpiConfig(cfg)); s.Available() != 0 {
@@ -77,6 +98,12 @@ func Detect(cfg Config) []termsig.Source {
 	}
 	return srcs
 }
+
+// applies reports whether a source whose Available returned err belongs
+// in Detect's result: it works here, or it is misconfigured, in which case
+// its Watch fails at once and the failure shows in the log and in
+// Notifier.Status rather than the source silently missing.
+func applies(err error) bool { return !errors.Is(err, termsig.ErrUnavailable) }
 
 // Names are the names ByName knows, in Detect's order.
 var names = []string{signal.Name, imds.Name, gcemeta.Name, acpi.Name}
@@ -123,27 +150,17 @@ func gceConfig(cfg Config) gcemeta.Config {
 	return gc
 }
 
-// acpiConfig is cfg.ACPI with cfg's Logger and, under a Root other than
-// "/" (a test's fake host), only the transports that are files, under
-// Root: the kernel's netlink family cannot be redirected.
+// acpiConfig is cfg.ACPI with cfg's Logger and Root where it has none
+// and, under a Root other than "/" (a test's fake host), only the
+// transports that are files, looked for under Root: the kernel's netlink
+// family cannot be redirected. The places stay unset, so that acpi takes
+// them for defaults, which may be missing, and not for paths that the
+// user promised are there.
 func acpiConfig(cfg Config) acpi.Config {
 	ac := cfg.ACPI
-	if ac.Logger == nil {
-		ac.Logger = cfg.Logger
-	}
-	if cfg.Root != "" && cfg.Root != "/" {
-		if ac.Transports == 0 {
-			ac.Transports = acpi.Acpid | acpi.Input
-		}
-		if ac.AcpidSocket == "" {
-			ac.AcpidSocket = filepath.Join(cfg.Root, "var/run/acpid.socket")
-		}
-		if ac.InputDevices == "" {
-			ac.InputDevices = filepath.Join(cfg.Root, "dev/input/event*")
-		}
-		if ac.SysfsRoot == "" {
-			ac.SysfsRoot = filepath.Join(cfg.Root, "sys")
-		}
+	inherit(&ac.Logger, &ac.Root, cfg)
+	if cfg.Root != "" && cfg.Root != "/" && ac.Transports == 0 {
+		ac.Transports = acpi.Acpid | acpi.Input
 	}
 	return ac
 }

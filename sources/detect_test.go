@@ -1,14 +1,17 @@
 package sources_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi/acpitest"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
@@ -105,4 +108,32 @@ func TestDetectACPIUnderRoot(t *testing.T) {
 	defer acpid.Close()
 	require.NoError(t, os.Symlink(acpid.Path(), filepath.Join(root, "var/run/acpid.socket")))
 	assert.Equal(t, []string{"signal", "acpi"}, names(sources.Config{Root: root}))
+}
+
+func TestDetectKeepsMisconfiguredSources(t *testing.T) {
+	root := t.TempDir() // not a cloud
+	srcs := sources.Detect(sources.Config{
+		Root: root,
+		IMDS: imds.Config{Endpoint: "169.254.169.254"}, // no scheme
+		GCE:  gcemeta.Config{Host: "metadata.google.internal", MinInterval: time.Nanosecond},
+	})
+	n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(srcs...)
+	defer n.Stop()
+	var got []string
+	for _, s := range srcs {
+		got = append(got, s.Name())
+	}
+	require.Contains(t, got, "imds", "a misconfigured source is kept, so that its failure shows")
+	require.Contains(t, got, "gcemeta")
+	select {
+	case <-n.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ready")
+	}
+	for _, st := range n.Status() {
+		if st.Name == "imds" || st.Name == "gcemeta" {
+			assert.Equal(t, termsig.StateFailed, st.State, st.Name)
+			assert.ErrorContains(t, st.Err, st.Name+": ")
+		}
+	}
 }

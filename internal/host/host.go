@@ -1,6 +1,17 @@
-// Package host recognises the cloud a host runs on from local facts only:
-// DMI files under /sys and environment variables. It never touches the
-// network, so it is fast on every host.
+// Package host recognises the cloud a host runs on from local facts only,
+// so it is fast on every host and never touches the network:
+//
+//   - Linux (and any system but Windows): the DMI files under
+//     /sys/class/dmi/id and /sys/hypervisor/uuid;
+//   - Windows: the BIOS values in the registry key
+//     HKEY_LOCAL_MACHINE\HARDWARE\DESCRIPTION\System\BIOS, and the chassis
+//     asset tag from the SMBIOS table (GetSystemFirmwareTable), which the
+//     registry does not hold;
+//   - macOS has neither, so nothing is recognised there;
+//   - everywhere: the environment variables of the clouds' SDKs.
+//
+// The firmware facts are gathered into a [BIOS] on each system, and one
+// function, classify, decides what they say.
 package host
 
 import (
@@ -9,27 +20,90 @@ import (
 	"strings"
 )
 
-// Azure's chassis asset tag, from /sys/class/dmi/id/chassis_asset_tag.
+// Azure's chassis asset tag: SMBIOS type 3, "Asset Tag Number". Linux
+// shows it in /sys/class/dmi/id/chassis_asset_tag; cloud-init recognises
+// Azure by it (canonical/cloud-init cloudinit/sources/azure/identity.py,
+// ChassisAssetTag), and Microsoft's MSLab scripts on Windows by WMI's
+// Win32_SystemEnclosure.SMBIOSAssetTag, the same SMBIOS field
+// (microsoft/MSLab Scripts/0_Shared.ps1, "host.isAzure").
+// Plain Hyper-V has the same manufacturer and product ("Microsoft
+// Corporation", "Virtual Machine") but not this tag.
 const azureAssetTag = "7783-7084-3265-9085-8269-3286-77"
 
 // Info is what the local facts say about the host.
 type Info struct {
-	EC2   bool // DMI says Amazon EC2 (Nitro) or a Xen UUID starting with "ec2"
-	GCE   bool // DMI says Google Compute Engine
-	Azure bool // DMI has Azure's chassis asset tag
+	EC2   bool // the firmware says Amazon EC2 (Nitro), or Xen built by Amazon
+	GCE   bool // the firmware says Google Compute Engine
+	Azure bool // the firmware has Azure's chassis asset tag
 
 	IMDSEndpoint string // AWS_EC2_METADATA_SERVICE_ENDPOINT, if set
 	IMDSDisabled bool   // AWS_EC2_METADATA_DISABLED is "true", any case
 	GCEHost      string // GCE_METADATA_HOST, if set
 }
 
-// Detect reads the facts below root ("/" on a real host; a test directory
-// in tests) and from getenv (os.Getenv when nil). Missing or unreadable
-// files mean "no".
+// BIOS holds the firmware's (SMBIOS) strings that tell clouds apart, as
+// each system shows them. An empty field is one the system does not show,
+// or does not have: Linux's reader leaves BIOSVendor and BIOSVersion empty
+// (its UUIDs already tell Xen EC2 apart), Windows' leaves the UUIDs empty
+// (the registry has none).
+type BIOS struct {
+	SystemVendor   string // type 1 manufacturer: sys_vendor; SystemManufacturer
+	BoardVendor    string // type 2 manufacturer: board_vendor; BaseBoardManufacturer
+	ProductName    string // type 1 product name: product_name; SystemProductName
+	BIOSVendor     string // type 0 vendor: BIOSVendor (Windows)
+	BIOSVersion    string // type 0 version: BIOSVersion (Windows)
+	AssetTag       string // type 3 asset tag: chassis_asset_tag; the SMBIOS table (Windows)
+	ProductUUID    string // type 1 UUID: product_uuid (Linux)
+	HypervisorUUID string // Xen's domain UUID: /sys/hypervisor/uuid (Linux)
+}
+
+// Detect reads the facts of the host below root and from getenv
+// (os.Getenv when nil). Root "/" is this machine; any other directory is a
+// test's fake host laid out like Linux's /sys, read the same way on every
+// system. Missing or unreadable facts mean "no".
 func Detect(root string, getenv func(string) string) Info {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	var in Info
+	in.EC2, in.GCE, in.Azure = classify(readBIOS(root))
+	in.IMDSEndpoint = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+	in.IMDSDisabled = strings.EqualFold(getenv("AWS_EC2_METADATA_DISABLED"), "true")
+	in.GCEHost = getenv("GCE_METADATA_HOST")
+	return in
+}
+
+// classify says which cloud the firmware's strings name, if any. The same
+// rules serve Linux's DMI files and Windows' registry, since both show
+// the same SMBIOS strings.
+func classify(b BIOS) (ec2, gce, azure bool) {
+	// Nitro puts "Amazon EC2" in the system and board manufacturer (Linux:
+	// sys_vendor, board_vendor) and in the BIOS vendor, which the SSM agent
+	// compares with Win32_BIOS.Manufacturer on Windows, any case
+	// (aws/amazon-ssm-agent common/identity/availableidentities/ec2/
+	// ec2detector/nitrodetector/nitrodetector.go and
+	// nitrodetector_windows.go).
+	nitro := b.SystemVendor == "Amazon EC2" || b.BoardVendor == "Amazon EC2" ||
+		strings.EqualFold(b.BIOSVendor, "Amazon EC2")
+	// Amazon's Xen has a BIOS version ending in ".amazon", such as
+	// "4.11.amazon", which the same agent reads from
+	// Win32_BIOS.SMBIOSBIOSVersion on Windows (xendetector/xendetector.go
+	// and xendetector_windows.go); its UUIDs start with "ec2", any case.
+	xen := strings.HasSuffix(strings.ToLower(b.BIOSVersion), ".amazon") ||
+		ec2UUID(b.ProductUUID) || ec2UUID(b.HypervisorUUID)
+	// Google's own client reads the same product name: exactly these two
+	// on Linux, SystemProductName in the registry on Windows
+	// (googleapis/google-cloud-go compute/metadata/syscheck_linux.go and
+	// syscheck_windows.go).
+	gce = b.ProductName == "Google Compute Engine" || b.ProductName == "Google"
+	azure = b.AssetTag == azureAssetTag
+	return nitro || xen, gce, azure
+}
+
+func ec2UUID(u string) bool { return len(u) >= 3 && strings.EqualFold(u[:3], "ec2") }
+
+// readDMI reads the firmware's strings from the DMI files below root.
+func readDMI(root string) BIOS {
 	read := func(p string) string {
 		b, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
@@ -38,26 +112,12 @@ func Detect(root string, getenv func(string) string) Info {
 		return strings.TrimSpace(string(b))
 	}
 	dmi := func(name string) string { return read("sys/class/dmi/id/" + name) }
-
-	var in Info
-	for _, v := range []string{dmi("sys_vendor"), dmi("board_vendor")} {
-		if v == "Amazon EC2" {
-			in.EC2 = true
-		}
+	return BIOS{
+		SystemVendor:   dmi("sys_vendor"),
+		BoardVendor:    dmi("board_vendor"),
+		ProductName:    dmi("product_name"),
+		AssetTag:       dmi("chassis_asset_tag"),
+		ProductUUID:    dmi("product_uuid"),
+		HypervisorUUID: read("sys/hypervisor/uuid"),
 	}
-	for _, u := range []string{dmi("product_uuid"), read("sys/hypervisor/uuid")} {
-		if len(u) >= 3 && strings.EqualFold(u[:3], "ec2") {
-			in.EC2 = true
-		}
-	}
-	switch dmi("product_name") {
-	case "Google Compute Engine", "Google":
-		in.GCE = true
-	}
-	in.Azure = dmi("chassis_asset_tag") == azureAssetTag
-
-	in.IMDSEndpoint = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-	in.IMDSDisabled = strings.EqualFold(getenv("AWS_EC2_METADATA_DISABLED"), "true")
-	in.GCEHost = getenv("GCE_METADATA_HOST")
-	return in
 }

@@ -48,3 +48,51 @@ func TestDetect(t *testing.T) {
 		})
 	}
 }
+
+// Firmware strings as Linux and Windows show them on each kind of machine.
+func TestClassify(t *testing.T) {
+	type want struct{ ec2, gce, azure bool }
+	for _, tc := range []struct {
+		name string
+		bios BIOS
+		want want
+	}{
+		{name: "empty"},
+		{
+			name: "ec2 nitro, windows",
+			bios: BIOS{SystemVendor: "Amazon EC2", BoardVendor: "Amazon EC2", ProductName: "m5.large", BIOSVendor: "Amazon EC2", BIOSVersion: "1.0"},
+			want: want{ec2: true},
+		},
+		{name: "ec2 nitro, bios vendor only", bios: BIOS{BIOSVendor: "amazon ec2"}, want: want{ec2: true}},
+		{name: "ec2 nitro, linux", bios: BIOS{SystemVendor: "Amazon EC2", ProductName: "m6i.large"}, want: want{ec2: true}},
+		{
+			name: "ec2 xen, windows",
+			bios: BIOS{SystemVendor: "Xen", ProductName: "HVM domU", BIOSVendor: "Xen", BIOSVersion: "4.11.amazon"},
+			want: want{ec2: true},
+		},
+		{name: "ec2 xen, upper case", bios: BIOS{SystemVendor: "Xen", BIOSVersion: "4.2.AMAZON"}, want: want{ec2: true}},
+		{name: "ec2 xen, linux", bios: BIOS{SystemVendor: "Xen", ProductName: "HVM domU", HypervisorUUID: "ec2e1916-9099-7caf-fd21-012345abcdef"}, want: want{ec2: true}},
+		{name: "plain xen", bios: BIOS{SystemVendor: "Xen", ProductName: "HVM domU", BIOSVendor: "Xen", BIOSVersion: "4.16.2"}},
+		{name: "amazon not at the end of the version", bios: BIOS{SystemVendor: "Xen", BIOSVersion: "4.11.amazon-custom"}},
+		{name: "gce, windows", bios: BIOS{SystemVendor: "Google", BoardVendor: "Google", ProductName: "Google Compute Engine", BIOSVendor: "Google", BIOSVersion: "Google"}, want: want{gce: true}},
+		{name: "gce short", bios: BIOS{ProductName: "Google"}, want: want{gce: true}},
+		{
+			name: "azure",
+			bios: BIOS{SystemVendor: "Microsoft Corporation", BoardVendor: "Microsoft Corporation", ProductName: "Virtual Machine", BIOSVendor: "Microsoft Corporation", BIOSVersion: "Hyper-V UEFI Release v4.1", AssetTag: azureAssetTag},
+			want: want{azure: true},
+		},
+		{
+			name: "plain hyper-v",
+			bios: BIOS{SystemVendor: "Microsoft Corporation", BoardVendor: "Microsoft Corporation", ProductName: "Virtual Machine", BIOSVendor: "Microsoft Corporation", BIOSVersion: "Hyper-V UEFI Release v4.1", AssetTag: "4816-0264-7380-6372-9310-6459-43"},
+		},
+		{name: "hyper-v, no asset tag", bios: BIOS{SystemVendor: "Microsoft Corporation", ProductName: "Virtual Machine"}},
+		{name: "vmware", bios: BIOS{SystemVendor: "VMware, Inc.", BoardVendor: "Intel Corporation", ProductName: "VMware Virtual Platform", BIOSVendor: "Phoenix Technologies LTD", BIOSVersion: "6.00", AssetTag: "No Asset Tag"}},
+		{name: "virtualbox", bios: BIOS{SystemVendor: "innotek GmbH", BoardVendor: "Oracle Corporation", ProductName: "VirtualBox", BIOSVendor: "innotek GmbH", BIOSVersion: "VirtualBox"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got want
+			got.ec2, got.gce, got.azure = classify(tc.bios)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
