@@ -1,5 +1,6 @@
 // Command notify prints every termination notice that the sources detected
-// on this host report, until the first imminent one, then exits.
+// on this host report, until the first imminent one; then it shows the
+// time it would have to drain, and exits.
 //
 //	go run ./examples/notify
 //
@@ -8,10 +9,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/sources"
@@ -19,6 +22,8 @@ import (
 
 func main() {
 	verbose := flag.Bool("v", false, "log what the sources do")
+	margin := flag.Duration("margin", 5*time.Second, "time kept before the deadline")
+	fallback := flag.Duration("fallback", 10*time.Second, "time to drain when a notice has no deadline")
 	flag.Parse()
 
 	level := slog.LevelWarn
@@ -36,11 +41,28 @@ func main() {
 	}
 	fmt.Println("; press Ctrl-C to stop")
 
-	for nt := range n.C() {
-		fmt.Println(nt)
-		if nt.Kind.Imminent() {
-			fmt.Println("imminent: exiting")
-			return
+	ready := n.Ready()
+	for {
+		select {
+		case <-ready:
+			fmt.Println("every source has had its first look")
+			ready = nil
+		case nt := <-n.C():
+			fmt.Println(nt)
+			if nt.Kind.Imminent() {
+				drain(nt, *margin, *fallback)
+				return
+			}
 		}
 	}
+}
+
+// drain stands for a program's clean-up: it gets a context that ends
+// margin before the notice's deadline (or fallback after the notice, when
+// the deadline is unknown), whatever cancelled the program's own context.
+func drain(nt termsig.Notice, margin, fallback time.Duration) {
+	ctx, cancel := nt.DrainContext(context.Background(), margin, fallback)
+	defer cancel()
+	end, _ := ctx.Deadline()
+	fmt.Printf("imminent: would drain until %s (%v from now), then exit\n", end.Format(time.RFC3339), time.Until(end).Round(time.Millisecond))
 }

@@ -93,8 +93,7 @@ func runDemo(tl *timeline, cfg config) int {
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
-		status:  n.Status,
-		quick:   quickSources(srcs),
+		ready:   n.Ready(),
 		notify:  func(string) {}, // not under systemd
 	}
 	code := r.run()

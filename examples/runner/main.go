@@ -86,8 +86,7 @@ func realMain(args []string) int {
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
-		status:  n.Status,
-		quick:   quickSources(picked),
+		ready:   n.Ready(),
 		notify:  sdNotify(tl),
 	}
 	return r.run()
@@ -112,19 +111,6 @@ func pickSources(spec string, cfg sources.Config) ([]termsig.Source, error) {
 		return sources.Detect(cfg), nil
 	}
 	return sources.ByName(cfg, splitList(spec)...)
-}
-
-// quickSources returns the names of the sources that are ready when the
-// Notifier starts (termsig.ReadyReporter): the runner need not wait for
-// their first report.
-func quickSources(srcs []termsig.Source) map[string]bool {
-	m := map[string]bool{}
-	for _, s := range srcs {
-		if _, ok := s.(termsig.ReadyReporter); ok {
-			m[s.Name()] = true
-		}
-	}
-	return m
 }
 
 func sourceNames(srcs []termsig.Source) string {

@@ -51,21 +51,26 @@ type runner struct {
 	notices <-chan termsig.Notice
 	stop    func()             // stops the sources
 	notify  func(state string) // sd_notify
-	// status returns the sources' states, to wait for their first look
-	// before claiming (see settled). Nil: do not wait.
-	status func() []termsig.SourceStatus
-	quick  map[string]bool // sources that are ready when New returns
+	// ready is closed once every source has had its first look at the
+	// host (termsig.Notifier.Ready): the runner claims no job before, for
+	// at most settleFor. Nil: do not wait.
+	ready <-chan struct{}
 
 	started time.Time
 	settled bool
 
 	id      string
 	job     *process
-	pending *pendingReport  // a result the CI service has not taken yet
-	paused  map[string]bool // sources whose advice is in force
-	reload  bool            // SIGHUP: finish the job, then re-exec
+	pending *pendingReport            // a result the CI service has not taken yet
+	paused  map[advice]termsig.Notice // advice in force, by (source, event)
+	reload  bool                      // SIGHUP: finish the job, then re-exec
 	errs    map[string]string
 }
+
+// advice names one piece of advice: a rebalance recommendation, one
+// scheduled event. A Cleared notice names the advice it clears the same
+// way.
+type advice struct{ source, event string }
 
 type pendingReport struct {
 	job *Job
@@ -76,7 +81,7 @@ type pendingReport struct {
 // status. It returns only for exits; a reload re-executes the binary.
 func (r *runner) run() int {
 	r.started = time.Now()
-	r.paused = map[string]bool{}
+	r.paused = map[advice]termsig.Notice{}
 	r.errs = map[string]string{}
 	if groups := killLeftovers(r.cfg.name); len(groups) > 0 {
 		r.tl.Printf("killed the processes of jobs left running by an earlier runner named %q (process groups %v)", r.cfg.name, groups)
@@ -91,6 +96,8 @@ func (r *runner) run() int {
 
 	claim := time.NewTimer(0)
 	defer claim.Stop()
+	settle := time.NewTimer(settleFor)
+	defer settle.Stop()
 	for {
 		// A reload waits for the job and for its result to be reported:
 		// the new image knows nothing of either.
@@ -98,14 +105,25 @@ func (r *runner) run() int {
 			return r.restart()
 		}
 		var claimC <-chan time.Time
-		if r.job == nil && (r.pending != nil || !r.reload && len(r.paused) == 0) {
+		if r.job == nil && (r.pending != nil || r.mayClaim()) {
 			claimC = claim.C
 		}
 		var doneC <-chan Result
 		if r.job != nil {
 			doneC = r.job.done
 		}
+		var readyC <-chan struct{}
+		var settleC <-chan time.Time
+		if !r.settled {
+			readyC, settleC = r.ready, settle.C
+		}
 		select {
+		case <-readyC:
+			r.settle(true)
+			claim.Reset(0)
+		case <-settleC:
+			r.settle(false)
+			claim.Reset(0)
 		case nt := <-r.notices:
 			if nt.Kind.Imminent() {
 				return r.drain(nt)
@@ -258,7 +276,7 @@ func (r *runner) claim() {
 		}
 		r.pending = nil
 	}
-	if r.reload || len(r.paused) > 0 || !r.isSettled() {
+	if !r.mayClaim() {
 		return
 	}
 	var job *Job
@@ -284,31 +302,24 @@ func (r *runner) claim() {
 // before it claims its first job.
 const settleFor = 5 * time.Second
 
-// isSettled reports whether every source has had a first look at the host
-// (a metadata service answered once; a signal handler or netlink
-// subscription is in place as soon as the Notifier starts), so that a host
-// already under notice does not take a job only to drain it. After
-// settleFor it gives up waiting and says so.
-func (r *runner) isSettled() bool {
-	if r.settled || r.status == nil {
-		return true
-	}
-	var waiting []string
-	for _, st := range r.status() {
-		if !r.quick[st.Name] && st.State == termsig.StateRunning && st.Reported.IsZero() {
-			waiting = append(waiting, st.Name)
-		}
-	}
-	switch {
-	case len(waiting) == 0:
-		r.tl.Printf("sources ready")
-	case time.Since(r.started) > settleFor:
-		r.tl.Printf("no answer yet from %s after %v; claiming jobs anyway", strings.Join(waiting, ", "), settleFor)
-	default:
-		return false
-	}
+// mayClaim is the rule for taking a new job: not while a reload waits for
+// the current job, not while advice is in force, and not before every
+// source has had its first look at the host (a metadata service answered
+// once, a signal handler or netlink subscription in place), so that a host
+// already under notice does not take a job only to drain it.
+func (r *runner) mayClaim() bool {
+	return !r.reload && len(r.paused) == 0 && (r.settled || r.ready == nil)
+}
+
+// settle records that the runner stops waiting for its sources' first
+// look: they are ready, or settleFor has passed.
+func (r *runner) settle(ready bool) {
 	r.settled = true
-	return true
+	if ready {
+		r.tl.Printf("sources ready")
+	} else {
+		r.tl.Printf("sources not ready after %v; claiming jobs anyway", settleFor)
+	}
 }
 
 // finished reports a job that ended by itself.
@@ -342,14 +353,15 @@ func (r *runner) advise(nt termsig.Notice) {
 			r.tl.Printf("advice ignored (-on-advice=%s): %v", r.cfg.onAdvice, nt)
 			return
 		}
-		r.paused[nt.Source] = true
+		r.paused[advice{nt.Source, nt.Event}] = nt
 		r.tl.Printf("advice: %v; not claiming new jobs, the current one continues, staying registered", nt)
 	case termsig.Cleared:
-		if !r.paused[nt.Source] {
+		a := advice{nt.Source, nt.Event}
+		if _, ok := r.paused[a]; !ok {
 			r.tl.Printf("notice: %v", nt)
 			return
 		}
-		delete(r.paused, nt.Source)
+		delete(r.paused, a)
 		if len(r.paused) == 0 {
 			r.tl.Printf("advice cleared: %v; claiming again", nt)
 		} else {
