@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -345,4 +346,90 @@ func TestStatusIsFinalWhenReadyCloses(t *testing.T) {
 		require.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
 		n.Stop()
 	}
+}
+
+// sendThenReturn sends its notice and returns, without calling Ready.
+type sendThenReturn struct{}
+
+func (sendThenReturn) Name() string       { return "brief" }
+func (sendThenReturn) ReportsReady() bool { return false }
+func (sendThenReturn) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	select {
+	case out <- termsig.Notice{Kind: termsig.Terminate}:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func TestNoticesOfAReturnedSourceAreOnCWhenReadyCloses(t *testing.T) {
+	for range 300 {
+		n := quiet().New(sendThenReturn{})
+		closed(t, n.Ready(), "Ready")
+		select {
+		case <-n.C():
+		default:
+			n.Stop()
+			t.Fatal("Ready closed before the notice of a source that returned was on C")
+		}
+		n.Stop()
+	}
+}
+
+// goexiter is a source whose Watch calls runtime.Goexit, as t.FailNow in a
+// test's source does.
+type goexiter struct{}
+
+func (goexiter) Name() string       { return "goexit" }
+func (goexiter) ReportsReady() bool { return false }
+func (goexiter) Watch(context.Context, chan<- termsig.Notice) error {
+	runtime.Goexit()
+	return nil
+}
+
+func TestGoexitInWatchIsAFailure(t *testing.T) {
+	n := quiet().New(goexiter{})
+	defer n.Stop()
+	closed(t, n.Ready(), "Ready")
+	st := n.Status()[0]
+	assert.Equal(t, termsig.StateFailed, st.State)
+	assert.ErrorContains(t, st.Err, "runtime.Goexit")
+}
+
+func TestNoPlatformSourceAppliesIsInfo(t *testing.T) {
+	logs := testlog.New()
+	gone := termsigtest.NewFake("imds")
+	gone.Fail(fmt.Errorf("not EC2: %w", termsig.ErrUnavailable))
+	n := termsig.Config{Logger: logs.Logger()}.New(localFake{termsigtest.NewFake("signal")}, gone)
+	defer n.Stop()
+	rec := logs.WaitFor(t, "termsig: no platform source applies on this host; only signals are watched", 1)
+	assert.Equal(t, slog.LevelInfo, rec.Level)
+	assert.Equal(t, 0, logs.CountLevel(slog.LevelError), "a laptop is not an error")
+}
+
+// statusLogger is a slog.Handler that calls Status while it handles a record.
+type statusLogger struct {
+	n    chan *termsig.Notifier
+	seen chan struct{}
+}
+
+func (h *statusLogger) Enabled(context.Context, slog.Level) bool { return true }
+func (h *statusLogger) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *statusLogger) WithGroup(string) slog.Handler            { return h }
+func (h *statusLogger) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "termsig: source error, retrying" {
+		n := <-h.n
+		_ = n.Status()
+		close(h.seen)
+	}
+	return nil
+}
+
+func TestLogHandlerMayCallStatus(t *testing.T) {
+	h := &statusLogger{n: make(chan *termsig.Notifier, 1), seen: make(chan struct{})}
+	f := termsigtest.NewFake("flaky")
+	f.Report(errors.New("unreachable"))
+	n := termsig.Config{Logger: slog.New(h)}.New(f)
+	defer n.Stop()
+	h.n <- n
+	closed(t, h.seen, "the handler's Status call")
 }

@@ -59,7 +59,8 @@
 //     its context ends, naming the sources that still run; the stop
 //     function of NotifyContext waits at most [Config.StopTimeout].
 //   - A source that does not apply to the host returns [ErrUnavailable]
-//     and retires quietly. A source that fails, or panics, is marked
+//     and retires quietly (when no platform source applies at all, one
+//     line at level Info says so). A source that fails, or panics, is marked
 //     failed and does not disturb the others. A nil source, typed or not,
 //     is a panic in New.
 //   - Failures are visible by default: a nil [Config.Logger] logs to

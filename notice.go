@@ -178,7 +178,9 @@ func (n Notice) LogValue() slog.Value {
 		}
 	}
 	add("source", n.Source)
-	add("kind", n.Kind.String())
+	if n.Kind != 0 {
+		add("kind", n.Kind.String())
+	}
 	add("event", n.Event)
 	add("reason", n.Reason)
 	if !n.Deadline.IsZero() {
@@ -188,7 +190,7 @@ func (n Notice) LogValue() slog.Value {
 		attrs = append(attrs, slog.Time("observed", n.Observed))
 	}
 	if n.Signal != nil {
-		add("signal", signalName(n.Signal))
+		add("signal", SignalName(n.Signal))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -206,9 +208,10 @@ type noticeJSON struct {
 }
 
 // MarshalJSON encodes n as an object with lower-case keys: Kind as its word
-// ("terminate"), Signal as its name ("SIGTERM"), times in RFC 3339 with
-// nanoseconds, in UTC. Empty fields are left out. It fails for an invalid
-// Kind.
+// ("terminate"), Signal as its name ("SIGTERM", see [SignalName]), times in
+// RFC 3339 with nanoseconds, in UTC. Empty fields are left out. It fails
+// for an invalid Kind and for a Signal that is not a system signal
+// (syscall.Signal), since neither could be decoded again.
 func (n Notice) MarshalJSON() ([]byte, error) {
 	j := noticeJSON{
 		Source:   n.Source,
@@ -220,16 +223,24 @@ func (n Notice) MarshalJSON() ([]byte, error) {
 		Raw:      n.Raw,
 	}
 	if n.Signal != nil {
-		j.Signal = signalName(n.Signal)
+		if !isSysSignal(n.Signal) {
+			return nil, fmt.Errorf("termsig: signal %q is not a system signal and cannot be decoded again", n.Signal.String())
+		}
+		j.Signal = SignalName(n.Signal)
 	}
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes what [Notice.MarshalJSON] encodes. The times it
-// sets are in UTC, with no monotonic clock reading, so they compare equal
-// to the originals with time.Time.Equal. A kind or a signal name it does
-// not know is an error.
+// UnmarshalJSON decodes what [Notice.MarshalJSON] encodes, so that a
+// round trip gives an equal Notice: the same fields, with times that are
+// the same instants (time.Time.Equal; they come back in UTC, without a
+// monotonic clock reading, so == holds only for UTC times without one). A
+// kind or a signal name it does not know is an error; JSON null leaves n
+// as it is.
 func (n *Notice) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var j noticeJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
@@ -265,21 +276,23 @@ func (n *Notice) UnmarshalJSON(b []byte) error {
 // up, handing work back, unregistering. It keeps parent's values but not
 // its cancellation (parent is typically the context that n cancelled), and
 // it ends margin before n.Deadline, or fallback after n.Observed when the
-// Deadline is unknown (after now, if Observed is zero too). A deadline that
-// has already passed gives a context that is already done. Its cause, once
-// it ends, is an error that names the notice.
+// Deadline is unknown (after now, if Observed is zero too). A negative
+// margin or fallback counts as zero; a fallback of zero gives a context
+// that is already done when the Deadline is unknown, as does a Deadline
+// that has already passed. Once it ends, its cause is an error that wraps
+// context.DeadlineExceeded and names n, so that [Cause] of it returns n.
 //
 // Call cancel when the drain is over, as for context.WithDeadline.
 func (n Notice) DrainContext(parent context.Context, margin, fallback time.Duration) (context.Context, context.CancelFunc) {
 	var end time.Time
 	if !n.Deadline.IsZero() {
-		end = n.Deadline.Add(-margin)
+		end = n.Deadline.Add(-max(margin, 0))
 	} else {
 		start := n.Observed
 		if start.IsZero() {
 			start = time.Now()
 		}
-		end = start.Add(fallback)
+		end = start.Add(max(fallback, 0))
 	}
 	return context.WithDeadlineCause(context.WithoutCancel(parent), end, &drainError{n})
 }
@@ -289,4 +302,6 @@ type drainError struct{ n Notice }
 
 func (e *drainError) Error() string { return "termsig: time to drain is up: " + e.n.String() }
 
-func (e *drainError) Unwrap() error { return context.DeadlineExceeded }
+func (e *drainError) Unwrap() []error {
+	return []error{context.DeadlineExceeded, &noticeError{e.n}}
+}

@@ -220,3 +220,51 @@ func TestNoticeString(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, tc.n.String()) })
 	}
 }
+
+func TestNoticeJSONUnnamedAndForeignSignals(t *testing.T) {
+	in := termsig.Notice{Kind: termsig.Terminate, Signal: syscall.Signal(40)}
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"kind":"terminate","signal":"signal 40"}`, string(b))
+	var out termsig.Notice
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Equal(t, in, out)
+
+	_, err = json.Marshal(termsig.Notice{Kind: termsig.Terminate, Signal: foreignSignal{}})
+	assert.ErrorContains(t, err, `signal "foreign" is not a system signal`)
+
+	for _, bad := range []string{`"signal 0"`, `"signal -1"`, `"signal x"`, `"signal 99999999999"`} {
+		assert.Error(t, json.Unmarshal([]byte(`{"signal":`+bad+`}`), &out), bad)
+	}
+}
+
+type foreignSignal struct{}
+
+func (foreignSignal) String() string { return "foreign" }
+func (foreignSignal) Signal()        {}
+
+func TestNoticeJSONNullLeavesItAlone(t *testing.T) {
+	n := termsig.Notice{Kind: termsig.Reboot}
+	require.NoError(t, json.Unmarshal([]byte(`null`), &n))
+	assert.Equal(t, termsig.Reboot, n.Kind)
+}
+
+func TestNoticeLogValueLeavesOutZeroKind(t *testing.T) {
+	v := termsig.Notice{Source: "x"}.LogValue()
+	assert.Equal(t, "[source=x]", v.String())
+}
+
+func TestDrainContextEdges(t *testing.T) {
+	dl := time.Now().Add(time.Hour)
+	ctx, cancel := termsig.Notice{Deadline: dl}.DrainContext(context.Background(), -time.Minute, 0)
+	defer cancel()
+	end, _ := ctx.Deadline()
+	assert.True(t, end.Equal(dl), "a negative margin counts as zero: never past the deadline")
+
+	ctx2, cancel2 := termsig.Notice{Observed: time.Now()}.DrainContext(context.Background(), 0, -time.Minute)
+	defer cancel2()
+	<-ctx2.Done() // a zero or negative fallback: no time
+	nt, ok := termsig.Cause(ctx2)
+	assert.True(t, ok, "Cause of an ended drain context is its notice")
+	assert.False(t, nt.Observed.IsZero())
+}

@@ -65,12 +65,13 @@ type Notifier struct {
 	done  chan struct{} // closed, after C, when stopped and all goroutines ended
 	stop  sync.Once
 
-	mu         sync.Mutex
-	goroutines int // of the Notifier's, still running
-	unready    int // sources that have not had their first look
-	platform   int // live sources that are not LocalSources
-	stopped    bool
-	finished   bool
+	mu          sync.Mutex
+	goroutines  int  // of the Notifier's, still running
+	unready     int  // sources that have not had their first look
+	platform    int  // live sources that are not LocalSources
+	platformRan bool // one of them ended after it had worked, or failed
+	stopped     bool
+	finished    bool
 }
 
 // New starts every source at once and returns the Notifier that merges their
@@ -134,9 +135,9 @@ func (c Config) New(sources ...Source) *Notifier {
 			r.markReady() // it cannot tell; it is as ready as it gets
 		}
 		in := make(chan Notice)
-		done := make(chan struct{})
-		go r.watch(ctx, in, done)
-		go r.forward(ctx, in, done)
+		done, forwarded := make(chan struct{}), make(chan struct{})
+		go r.watch(ctx, in, done, forwarded)
+		go r.forward(ctx, in, done, forwarded)
 	}
 	n.waitLocal(local, c.ReadyTimeout)
 	return n
@@ -198,9 +199,11 @@ func (n *Notifier) C() <-chan Notice { return n.c }
 // metadata service has answered or failed once. A program that must not
 // start work on a host that is already going away (a spot instance whose
 // interruption notice is already posted) waits for it, with a timeout of
-// its own, before it takes the first job. It is closed at once for a
-// Notifier with no sources, and stays open after Stop if a source never
-// got ready.
+// its own, before it takes the first job; it keeps receiving from C
+// meanwhile, since a source's Ready waits, as its sends do, until the
+// notices it sent before are on C. What the first looks found is on C by
+// the time Ready is closed. Ready is closed at once for a Notifier with no
+// sources, and at the latest when every source has returned (after Stop).
 func (n *Notifier) Ready() <-chan struct{} { return n.ready }
 
 // Stop cancels every source and returns once all of them have returned and
@@ -223,6 +226,9 @@ func (n *Notifier) Stop() { _ = n.Shutdown(context.Background()) }
 // that are still running: they have been cancelled, but their Watch has
 // not returned. Their notices are no longer delivered, and C is closed once
 // the last of them returns.
+//
+// A ctx that is already done gives the sources no time at all: Shutdown
+// then returns nil only if they had all returned before.
 //
 // Shutdown may be called more than once, and together with Stop.
 func (n *Notifier) Shutdown(ctx context.Context) error {
@@ -309,7 +315,7 @@ func (n *Notifier) Status() []SourceStatus {
 			Name:     r.name,
 			State:    r.state,
 			Err:      r.err,
-			Reported: r.reported,
+			Reported: r.heard,
 			Notices:  r.notices,
 		}
 		r.mu.Unlock()
@@ -393,12 +399,13 @@ type run struct {
 	// finds Ready closed then finds them too.
 	readyc chan struct{}
 
-	mu       sync.Mutex
-	state    State
-	err      error
-	reported time.Time
-	notices  int
-	ended    bool // Watch has returned
+	logMu   sync.Mutex // held while a health report is logged
+	mu      sync.Mutex
+	state   State
+	err     error
+	heard   time.Time // when the source last sent a notice or reported
+	notices int
+	ended   bool // Watch has returned
 }
 
 // requestReady marks the run ready once forward has put every notice the
@@ -433,14 +440,23 @@ func (r *run) returned() bool {
 // watch runs the source's Watch and records how it ended. in is the
 // channel the source sends on; done is closed when Watch has returned, so
 // that forward ends (in itself is never closed: a source that broke its
-// contract and sent after returning would otherwise panic).
-func (r *run) watch(ctx context.Context, in chan Notice, done chan struct{}) {
+// contract and sent after returning would otherwise panic); forwarded is
+// closed by forward when it has ended.
+func (r *run) watch(ctx context.Context, in chan Notice, done, forwarded chan struct{}) {
 	defer r.n.exit()
-	defer close(done)
+	err := errGoexit // unless Watch returns or panics
+	// Deferred, so that it runs even when Watch calls runtime.Goexit (as
+	// t.FailNow in a test's source does).
+	defer func() {
+		r.finish(ctx, err)
+		close(done)
+		// The notices the source sent are on C before Ready is closed,
+		// and Status is final: whoever sees Ready finds both.
+		<-forwarded
+		r.markReady()
+	}()
 	r.n.log.Debug("termsig: source started", "source", r.name)
-	err := r.call(context.WithValue(ctx, runKey{}, r), in)
-	r.finish(ctx, err) // before markReady: whoever sees Ready finds Status final
-	r.markReady()
+	err = r.call(context.WithValue(ctx, runKey{}, r), in)
 }
 
 // call runs Watch and turns a panic into a *PanicError, so that one broken
@@ -456,11 +472,15 @@ func (r *run) call(ctx context.Context, in chan Notice) (err error) {
 	return r.src.Watch(ctx, in)
 }
 
+// errGoexit is the error of a source whose Watch called runtime.Goexit.
+var errGoexit = errors.New("termsig: Watch exited its goroutine (runtime.Goexit) instead of returning")
+
 // forward moves notices from the source to C. A source waits in its send
 // until the notice is taken, and forward waits until C has room, so a slow
 // consumer holds back every source without a notice being dropped.
-func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{}) {
+func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{}, forwarded chan<- struct{}) {
 	defer r.n.exit()
+	defer close(forwarded)
 	for {
 		select {
 		case <-ctx.Done():
@@ -495,7 +515,7 @@ func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{
 func (r *run) delivered(nt Notice) {
 	r.mu.Lock()
 	r.notices++
-	r.reported = time.Now()
+	r.heard = time.Now()
 	r.mu.Unlock()
 	// Enabled first: building the line costs more than delivering the notice.
 	if r.n.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -504,6 +524,11 @@ func (r *run) delivered(nt Notice) {
 }
 
 func (r *run) report(err error) {
+	// logMu keeps the log lines of one source in the order of its
+	// reports; mu is not held while logging, so that a log handler may
+	// call Status.
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	r.mu.Lock()
 	if r.state != StateRunning {
 		r.mu.Unlock()
@@ -512,9 +537,8 @@ func (r *run) report(err error) {
 	prev := r.err
 	changed := (prev == nil) != (err == nil) || (err != nil && prev.Error() != err.Error())
 	r.err = err
-	r.reported = time.Now()
-	// Logged under mu, so that two reports of one source are logged in
-	// the order they were made.
+	r.heard = time.Now()
+	r.mu.Unlock()
 	switch {
 	case !changed:
 	case err != nil:
@@ -522,7 +546,6 @@ func (r *run) report(err error) {
 	default:
 		r.n.log.Info("termsig: source healthy again", "source", r.name, "after", prev)
 	}
-	r.mu.Unlock()
 }
 
 func (r *run) finish(ctx context.Context, err error) {
@@ -559,11 +582,19 @@ func (r *run) finish(ctx context.Context, err error) {
 	r.n.mu.Lock()
 	if r.platform {
 		r.n.platform--
+		r.n.platformRan = r.n.platformRan || st != StateUnavailable
 	}
 	lastPlatform := r.platform && r.n.platform == 0 && !r.n.stopped
+	ran := r.n.platformRan
 	r.n.mu.Unlock()
-	if lastPlatform {
+	switch {
+	case !lastPlatform:
+	case ran:
 		r.n.log.Error("termsig: no platform source is watching any more", "last", r.name,
 			"unheard", "spot interruptions, preemptions, maintenance and power-button presses")
+	default:
+		// None of them applies here (a laptop, a container): nothing was
+		// lost, but say so once.
+		r.n.log.Info("termsig: no platform source applies on this host; only signals are watched")
 	}
 }

@@ -21,8 +21,8 @@ type Source struct {
 }
 
 // New returns a Source for sigs. With no arguments it watches the signals
-// that ask a process to leave: SIGTERM, SIGINT and SIGHUP (os.Interrupt only,
-// on Windows).
+// that ask a process to leave: SIGTERM, SIGINT and SIGHUP (on Windows,
+// os.Interrupt and SIGTERM).
 //
 // SIGTERM gives Terminate, SIGINT (os.Interrupt) gives Interrupt and SIGHUP
 // gives Reload: "finish, then restart in place", which is not imminent. Any
@@ -31,7 +31,9 @@ type Source struct {
 // On Windows the defaults are os.Interrupt (Ctrl-C, Ctrl-Break) and
 // SIGTERM, which Go delivers for the console's close, logoff and shutdown
 // events (CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT); there
-// is no SIGHUP to send to a Windows process.
+// is no SIGHUP to send to a Windows process. Windows ends the process
+// soon after those events whatever it does (about 5 s after a console
+// close), so a drain there must be short.
 func New(sigs ...os.Signal) *Source {
 	if len(sigs) == 0 {
 		sigs = defaultSignals()
@@ -107,7 +109,7 @@ func (s *Source) notice(sig os.Signal) termsig.Notice {
 	if !ok {
 		k = kindOf(sig)
 	}
-	name := signalName(sig)
+	name := termsig.SignalName(sig)
 	return termsig.Notice{Source: Name, Kind: k, Event: name, Reason: name, Signal: sig, Raw: name}
 }
 
@@ -121,20 +123,4 @@ func kindOf(sig os.Signal) termsig.Kind {
 		return termsig.Reload
 	}
 	return termsig.Terminate
-}
-
-// signalName returns the conventional name of the common signals, such as
-// "SIGTERM" (os.Signal.String gives "terminated").
-func signalName(sig os.Signal) string {
-	switch sig {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGQUIT:
-		return "SIGQUIT"
-	}
-	return sig.String()
 }

@@ -95,7 +95,7 @@ func TestOtherSignalsTerminate(t *testing.T) {
 	defer n.Stop()
 	nt := raise(t, n, syscall.SIGUSR2)
 	assert.Equal(t, termsig.Terminate, nt.Kind)
-	assert.Equal(t, "user defined signal 2", nt.Reason)
+	assert.Equal(t, "SIGUSR2", nt.Reason, "named as the JSON form names it")
 }
 
 func TestNewMapMisuse(t *testing.T) {

@@ -109,12 +109,7 @@ func (f *Fake) HoldReady() {
 }
 
 // SetReady makes Watch call termsig.Ready, after the notices sent before.
-func (f *Fake) SetReady() {
-	f.mu.Lock()
-	f.hold = false
-	f.mu.Unlock()
-	f.push(op{kind: opReady})
-}
+func (f *Fake) SetReady() { f.push(op{kind: opReady}) }
 
 // Fail makes Watch return err once it has delivered what was sent before;
 // if Watch has not started, it returns err as soon as it does. Wrap
@@ -193,6 +188,9 @@ func (f *Fake) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 				termsig.ReportError(ctx, o.err)
 			case opReady:
 				termsig.Ready(ctx)
+				f.mu.Lock()
+				f.hold = false
+				f.mu.Unlock()
 			}
 			f.mu.Lock()
 			f.queue[f.head] = op{}

@@ -209,3 +209,28 @@ func TestFakeWatchedTwiceAtOncePanics(t *testing.T) {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// SetReady before Watch starts still comes after the notices sent before
+// it: a test of "a notice already posted at start" sees it on C once Ready
+// is closed.
+func TestFakeSetReadyBeforeWatchKeepsOrder(t *testing.T) {
+	for range 200 {
+		f := termsigtest.NewFake("imds")
+		f.HoldReady()
+		f.Send(termsig.Notice{Kind: termsig.Terminate})
+		f.SetReady()
+		n := termsig.Config{Logger: discard}.New(f)
+		select {
+		case <-n.Ready():
+		case <-time.After(wait):
+			t.Fatal("not ready")
+		}
+		select {
+		case <-n.C():
+		default:
+			n.Stop()
+			t.Fatal("Ready closed before the notice sent before SetReady was on C")
+		}
+		n.Stop()
+	}
+}

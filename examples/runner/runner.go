@@ -120,6 +120,11 @@ func (r *runner) run() int {
 		select {
 		case <-readyC:
 			r.settle(true)
+			// What the sources saw in their first look is on C by now:
+			// a host already under notice must not take a job.
+			if nt, ok := r.takeAdvice(); ok {
+				return r.drain(nt)
+			}
 			claim.Reset(0)
 		case <-settleC:
 			r.settle(false)
@@ -301,6 +306,22 @@ func (r *runner) claim() {
 // settleFor bounds how long the runner waits for its sources' first look
 // before it claims its first job.
 const settleFor = 5 * time.Second
+
+// takeAdvice handles the notices waiting on C without blocking. It stops
+// at the first imminent one and returns it.
+func (r *runner) takeAdvice() (termsig.Notice, bool) {
+	for {
+		select {
+		case nt := <-r.notices:
+			if nt.Kind.Imminent() {
+				return nt, true
+			}
+			r.advise(nt)
+		default:
+			return termsig.Notice{}, false
+		}
+	}
+}
 
 // mayClaim is the rule for taking a new job: not while a reload waits for
 // the current job, not while advice is in force, and not before every
