@@ -312,11 +312,11 @@ func (n *Notifier) Status() []SourceStatus {
 	for i, r := range n.runs {
 		r.mu.Lock()
 		st[i] = SourceStatus{
-			Name:     r.name,
-			State:    r.state,
-			Err:      r.err,
-			Reported: r.heard,
-			Notices:  r.notices,
+			Name:      r.name,
+			State:     r.state,
+			Err:       r.err,
+			LastHeard: r.heard,
+			Notices:   r.notices,
 		}
 		r.mu.Unlock()
 	}
@@ -361,9 +361,10 @@ type SourceStatus struct {
 	// or, while it runs, the last error it reported with ReportError (nil
 	// once it reported itself healthy again).
 	Err error
-	// Reported is when the source last sent a notice or reported its
-	// health with ReportError. The zero time means never.
-	Reported time.Time
+	// LastHeard is when the source last heard from its origin: it sent
+	// a notice, or called [Heard] or [ReportHealthy]. The zero time means
+	// never (a source that is failing, or that does not say).
+	LastHeard time.Time
 	// Notices counts the notices of this source that were put on C.
 	Notices int
 }
@@ -537,7 +538,9 @@ func (r *run) report(err error) {
 	prev := r.err
 	changed := (prev == nil) != (err == nil) || (err != nil && prev.Error() != err.Error())
 	r.err = err
-	r.heard = time.Now()
+	if err == nil {
+		r.heard = time.Now()
+	}
 	r.mu.Unlock()
 	switch {
 	case !changed:
@@ -546,6 +549,12 @@ func (r *run) report(err error) {
 	default:
 		r.n.log.Info("termsig: source healthy again", "source", r.name, "after", prev)
 	}
+}
+
+func (r *run) heardNow() {
+	r.mu.Lock()
+	r.heard = time.Now()
+	r.mu.Unlock()
 }
 
 func (r *run) finish(ctx context.Context, err error) {

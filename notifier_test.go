@@ -181,7 +181,7 @@ func TestUnavailableSourceRetiresQuietly(t *testing.T) {
 	st = n.Status()
 	assert.Equal(t, termsig.StateUnavailable, st[0].State, "Stop keeps the reason it retired")
 	assert.Equal(t, 1, st[1].Notices)
-	assert.False(t, st[1].Reported.IsZero())
+	assert.False(t, st[1].LastHeard.IsZero())
 }
 
 func TestFailingSourceDoesNotDisturbOthers(t *testing.T) {

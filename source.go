@@ -74,19 +74,34 @@ type LocalSource interface {
 	OnlyLocal()
 }
 
-// ReportError tells the Notifier that runs the source watching under ctx how
-// that source is doing: err is a transient failure that the source is
-// retrying, such as an unreachable metadata service; nil means it is
-// healthy again. It shows in [Notifier.Status]; the Notifier logs each
-// change (not each call), so a source may call it after every answer. Each
-// call also counts as hearing from the origin ([SourceStatus.Reported]).
-// An error's text should be stable (no request ids, no URLs that differ by
-// request), since a new text is a change.
+// ReportError tells the Notifier that runs the source watching under ctx
+// that the source has a transient failure that it is retrying, such as an
+// unreachable metadata service; nil means the same as [ReportHealthy]. It
+// shows in [Notifier.Status]; the Notifier logs each change (not each
+// call), so a source may call it after every attempt. An error's text
+// should be stable (no request ids, no URLs that differ by request), since
+// a new text is a change.
 //
 // Outside a Notifier's Watch context ReportError does nothing.
 func ReportError(ctx context.Context, err error) {
 	if r, ok := ctx.Value(runKey{}).(*run); ok {
 		r.report(err)
+	}
+}
+
+// ReportHealthy tells the Notifier that the source watching under ctx works
+// again after a failure it reported with [ReportError], and that it has
+// just heard from its origin (see [Heard]).
+func ReportHealthy(ctx context.Context) { ReportError(ctx, nil) }
+
+// Heard tells the Notifier that the source watching under ctx has just
+// heard from its origin (a metadata service answered), without saying
+// anything about its health: [SourceStatus.LastHeard] shows it. A source
+// that watches several things (paths, keys) calls it for each answer while
+// another may still be failing.
+func Heard(ctx context.Context) {
+	if r, ok := ctx.Value(runKey{}).(*run); ok {
+		r.heardNow()
 	}
 }
 

@@ -52,7 +52,7 @@ func TestReadyAfterFirstPolls(t *testing.T) {
 	}
 	st := n.Status()[0]
 	assert.NoError(t, st.Err)
-	assert.False(t, st.Reported.IsZero(), "the first answers were reported")
+	assert.False(t, st.LastHeard.IsZero(), "the first answers were reported")
 }
 
 // When IMDS does not answer, New returns at once and Ready closes only
