@@ -76,6 +76,8 @@
 //
 // See the contracts on [Source], [ReadyReporter] and [LocalSource]. A
 // source that retries transient failures calls [ReportError] so that they
-// show in [Notifier.Status]; one whose first look takes a moment calls
-// [Ready].
+// show in [Notifier.Status], and [ReportHealthy] once it works again; it
+// calls [Heard] for each answer from its origin, and [Ready] once it has
+// had its first look. The Notifier logs each change; a source does not
+// log its own health.
 package termsig

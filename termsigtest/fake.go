@@ -154,66 +154,87 @@ func (f *Fake) poke() {
 // Fail or Panic is called. Notices it could not deliver before ctx ended
 // stay queued for the next Watch.
 func (f *Fake) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	hold := f.begin()
+	defer f.unwatch()
+	if !hold {
+		termsig.Ready(ctx)
+	}
+	for {
+		o, ok := f.next()
+		if !ok {
+			select {
+			case <-f.wake:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		switch o.kind {
+		case opSend:
+			select {
+			case out <- o.notice:
+			case <-ctx.Done():
+				return ctx.Err() // o stays queued
+			}
+		case opReport:
+			termsig.ReportError(ctx, o.err)
+		case opReady:
+			termsig.Ready(ctx)
+			f.mu.Lock()
+			f.hold = false
+			f.mu.Unlock()
+		case opReturn:
+			return o.err
+		case opPanic:
+			panic(o.panic)
+		}
+		f.done()
+	}
+}
+
+// begin marks the Fake as watched and returns whether Ready is held.
+func (f *Fake) begin() (hold bool) {
 	f.mu.Lock()
 	if f.active {
 		f.mu.Unlock()
 		panic("termsig: termsigtest.Fake " + f.name + " watched twice at once")
 	}
 	f.active = true
-	hold := f.hold
+	hold = f.hold
 	f.mu.Unlock()
 	f.once.Do(func() { close(f.started) })
-	defer func() {
-		f.mu.Lock()
-		f.active = false
-		f.mu.Unlock()
-	}()
-	if !hold {
-		termsig.Ready(ctx)
+	return hold
+}
+
+func (f *Fake) unwatch() {
+	f.mu.Lock()
+	f.active = false
+	f.mu.Unlock()
+}
+
+// next returns what Watch does next: the first queued op, or, once the
+// queue is empty, the end that Fail or Panic set. It returns false when
+// there is nothing to do yet.
+func (f *Fake) next() (op, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.head < len(f.queue):
+		return f.queue[f.head], true
+	case f.end != nil:
+		return *f.end, true
 	}
-	for {
-		f.mu.Lock()
-		if f.head < len(f.queue) {
-			o := f.queue[f.head]
-			f.mu.Unlock()
-			if o.kind == opSend {
-				select {
-				case out <- o.notice:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			switch o.kind {
-			case opReport:
-				termsig.ReportError(ctx, o.err)
-			case opReady:
-				termsig.Ready(ctx)
-				f.mu.Lock()
-				f.hold = false
-				f.mu.Unlock()
-			}
-			f.mu.Lock()
-			f.queue[f.head] = op{}
-			f.head++
-			if f.head == len(f.queue) {
-				f.queue, f.head = f.queue[:0], 0 // reuse the array from its start
-			}
-			f.mu.Unlock()
-			continue
-		}
-		end := f.end
-		f.mu.Unlock()
-		if end != nil {
-			if end.kind == opPanic {
-				panic(end.panic)
-			}
-			return end.err
-		}
-		select {
-		case <-f.wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	return op{}, false
+}
+
+// done removes the op that next returned from the queue.
+func (f *Fake) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queue[f.head] = op{}
+	f.head++
+	if f.head == len(f.queue) {
+		f.queue, f.head = f.queue[:0], 0 // reuse the array from its start
 	}
 }
 
