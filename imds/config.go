@@ -1,12 +1,128 @@
 package imds
 
 import (
+	"cmp"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
+	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
 	"github.com/termsig/termsig/internal/host"
 )
+
+// The defaults of the [Config] fields of the same names.
+const (
+	DefaultInterval         = time.Second
+	DefaultAdvisoryInterval = 30 * time.Second
+	DefaultRequestTimeout   = 2 * time.Second
+	DefaultMaxBackoff       = 10 * time.Second
+)
+
+// MinInterval is the shortest Config.Interval or Config.AdvisoryInterval
+// that Watch accepts. IMDS throttles each instance, and its link-local
+// traffic shares one packet allowance with DNS and NTP: polling faster
+// would hammer the metadata service (and starve DNS) for no gain, since a
+// spot interruption comes about two minutes ahead. Tests poll at
+// MinInterval.
+const MinInterval = 10 * time.Millisecond
+
+// Events selects what a [Source] watches.
+type Events uint8
+
+// The events a Source can watch.
+const (
+	// SpotInterruption: spot/instance-action (urgent).
+	SpotInterruption Events = 1 << iota
+	// LifecycleState: autoscaling/target-lifecycle-state (urgent).
+	LifecycleState
+	// RebalanceRecommendation: events/recommendations/rebalance (advisory).
+	RebalanceRecommendation
+	// ScheduledMaintenance: events/maintenance/scheduled (advisory).
+	ScheduledMaintenance
+
+	// AllEvents is every event above.
+	AllEvents = SpotInterruption | LifecycleState | RebalanceRecommendation | ScheduledMaintenance
+)
+
+// Config configures a [Source]. The zero Config watches every event at the
+// default intervals on the SDK's default endpoint. A Config that cannot
+// work (see each field) makes [Source.Watch] and [Source.Available] return
+// an error that names the field; [New] never fails.
+type Config struct {
+	// Endpoint is the IMDS base URL, such as "http://127.0.0.1:1338": an
+	// absolute http or https URL with a host. Empty means the SDK's
+	// default: AWS_EC2_METADATA_SERVICE_ENDPOINT if set (it must be such
+	// a URL too), else http://169.254.169.254. Set it on an EC2 Mac
+	// instance, whose firmware the source cannot read, and to point the
+	// source at a fake such as package imdstest.
+	Endpoint string
+
+	// Client is the SDK client to use, for a program that configures its
+	// own; it overrides Endpoint, and is used as it is (its own retryer,
+	// timeouts and AWS_EC2_METADATA_DISABLED handling). Nil means a
+	// client made for each Watch: waits between the SDK's attempts scaled
+	// to Interval, no retry quota, connections closed when Watch returns.
+	Client *awsimds.Client
+
+	// Interval is how often the urgent paths (spot/instance-action,
+	// autoscaling/target-lifecycle-state) are polled, start to start.
+	// Zero means [DefaultInterval] (1 s); otherwise it must be at least
+	// [MinInterval] (10 ms).
+	Interval time.Duration
+
+	// AdvisoryInterval is how often the advisory paths (rebalance
+	// recommendation, scheduled maintenance) are polled. Zero means
+	// [DefaultAdvisoryInterval] (30 s); otherwise it must be at least
+	// MinInterval.
+	AdvisoryInterval time.Duration
+
+	// RequestTimeout bounds one poll of one path, the SDK's own retries
+	// included, so it is also the longest the source takes to have its
+	// first look when IMDS does not answer. Zero means
+	// [DefaultRequestTimeout] (2 s); it must not be negative.
+	RequestTimeout time.Duration
+
+	// MaxBackoff caps the wait between polls of a path that keeps failing:
+	// after n failures in a row the wait is the path's interval times
+	// 2^(n-1), up to MaxBackoff (or the interval, if that is longer). The
+	// urgent paths are capped further, at 4×Interval, so that throttling
+	// delays a spot interruption by seconds, not a tenth of its notice.
+	// Zero means [DefaultMaxBackoff] (10 s); it must not be negative.
+	MaxBackoff time.Duration
+
+	// Events selects what to watch. Zero means AllEvents; other bits than
+	// those of AllEvents are an error.
+	Events Events
+
+	// Logger receives, at debug level, each notice the source sends.
+	// Health is not logged here: the source reports it with
+	// termsig.ReportError, and the Notifier logs each change. Nil means
+	// slog.Default(), as it is when Watch starts.
+	Logger *slog.Logger
+
+	// Root is the directory under which the host's files are read (DMI,
+	// under sys/class/dmi/id) when no endpoint is configured, to tell
+	// from the firmware whether the host is an EC2 instance. Empty means
+	// "/". Set it when the program runs in a container that sees the
+	// host's root filesystem under another directory, such as /host.
+	Root string
+}
+
+// withDefaults returns c with each zero field set to its default: the one
+// place where defaults are applied. Invalid values are left alone:
+// validate reports them.
+func (c Config) withDefaults() Config {
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.AdvisoryInterval = cmp.Or(c.AdvisoryInterval, DefaultAdvisoryInterval)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
+	c.Events = cmp.Or(c.Events, AllEvents)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Root = cmp.Or(c.Root, "/")
+	return c
+}
 
 // validate returns what makes c unable to work, or nil. It checks c as
 // given to New (zero still means the default), and the endpoint that the
@@ -30,7 +146,7 @@ func (c Config) validate(in host.Info) error {
 	}{
 		{"Interval", c.Interval, MinInterval},
 		{"AdvisoryInterval", c.AdvisoryInterval, MinInterval},
-		{"Timeout", c.Timeout, 0},
+		{"RequestTimeout", c.RequestTimeout, 0},
 		{"MaxBackoff", c.MaxBackoff, 0},
 	} {
 		switch {

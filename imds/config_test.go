@@ -32,7 +32,7 @@ func TestConfigValidation(t *testing.T) {
 		{name: "endpoint from env", env: "169.254.169.254", want: `imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "169.254.169.254"` + notURL},
 		{name: "negative interval", cfg: imds.Config{Endpoint: ok, Interval: -time.Second}, want: "imds: Config.Interval is negative (-1s)"},
 		{name: "negative advisory interval", cfg: imds.Config{Endpoint: ok, AdvisoryInterval: -1}, want: "imds: Config.AdvisoryInterval is negative (-1ns)"},
-		{name: "negative timeout", cfg: imds.Config{Endpoint: ok, Timeout: -time.Millisecond}, want: "imds: Config.Timeout is negative (-1ms)"},
+		{name: "negative request timeout", cfg: imds.Config{Endpoint: ok, RequestTimeout: -time.Millisecond}, want: "imds: Config.RequestTimeout is negative (-1ms)"},
 		{name: "negative max backoff", cfg: imds.Config{Endpoint: ok, MaxBackoff: -time.Minute}, want: "imds: Config.MaxBackoff is negative (-1m0s)"},
 		{name: "interval below floor", cfg: imds.Config{Endpoint: ok, Interval: imds.MinInterval - 1}, want: "imds: Config.Interval 9.999999ms is below MinInterval (10ms): it would hammer the metadata service"},
 		{name: "advisory interval below floor", cfg: imds.Config{Endpoint: ok, AdvisoryInterval: time.Millisecond}, want: "imds: Config.AdvisoryInterval 1ms is below MinInterval (10ms): it would hammer the metadata service"},

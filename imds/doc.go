@@ -3,52 +3,70 @@
 // Scaling lifecycle changes, rebalance recommendations and scheduled
 // maintenance.
 //
-// # Polling
+//	n := termsig.New(imds.New(imds.Config{}))
+//	defer n.Stop()
 //
-// IMDS has no push or long polling, so [Source] polls. The urgent paths,
-// spot/instance-action and autoscaling/target-lifecycle-state, are polled
-// every Config.Interval (1 s by default); the advisory ones,
-// events/recommendations/rebalance and events/maintenance/scheduled, every
-// Config.AdvisoryInterval (30 s). At the defaults that is about 2.07
-// requests a second, plus a token every five minutes. Neither interval may
-// be below [MinInterval] (10 ms): faster polling would hammer the metadata
-// service. Each path has its own goroutine, so a slow answer on one path
-// does not delay the others. A spot interruption is announced about two
-// minutes ahead; polling every second rather than every two or five spends
-// little of that.
+// Off EC2 the source retires at once with [termsig.ErrUnavailable], without
+// touching the network; [Config.Endpoint] or the
+// AWS_EC2_METADATA_SERVICE_ENDPOINT environment variable points it at
+// another server, such as the fake in package
+// [github.com/termsig/termsig/imds/imdstest].
 //
-// HTTP, IMDSv2 session tokens (and a fresh token after a 401) and retries
-// within one poll are the AWS SDK's (feature/ec2/imds); the waits between
-// the SDK's attempts are scaled to the interval and its retry quota is off,
-// since the source's own backoff between polls is what protects IMDS.
+// # Protocol
+//
+// IMDS has no push or long polling, so [Source] polls, over HTTP below
+// /latest/meta-data/, with IMDSv2 session tokens. HTTP, the tokens (and a
+// fresh token after a 401) and retries within one poll are the AWS SDK's
+// (feature/ec2/imds); the waits between the SDK's attempts are scaled to
+// the interval and its retry quota is off, since the source's own backoff
+// between polls is what protects IMDS.
+//
+// The urgent paths, spot/instance-action and
+// autoscaling/target-lifecycle-state, are polled every [Config.Interval]
+// (1 s by default); the advisory ones, events/recommendations/rebalance
+// and events/maintenance/scheduled, every [Config.AdvisoryInterval]
+// (30 s). At the defaults that is about 2.07 requests a second, plus a
+// token every five minutes. Neither interval may be below [MinInterval]
+// (10 ms): faster polling would hammer the metadata service. Each path has
+// its own goroutine, so a slow answer on one path does not delay the
+// others. A spot interruption is announced about two minutes ahead;
+// polling every second rather than every two or five spends little of
+// that.
+//
+// A 404 means nothing pending; IMDS lists no scheduled events as [], so
+// for them a 404 changes nothing.
 //
 // # Events
 //
 // Each notice's Event names what it is about, so that a consumer can keep
 // one reason per event and drop it when a Cleared notice names it:
 // "spot/instance-action", "asg/lifecycle", "rebalance", and
-// "scheduled/" followed by the maintenance event's EventId.
+// "scheduled/" followed by the maintenance event's EventId. See
+// [Source.Watch] for what each path sends and when.
 //
 // # First look
 //
-// [Source] is a termsig.ReadyReporter whose first look needs the network,
-// so termsig.New does not wait for it. Its first look is over once every
+// [Source] is a [termsig.ReadyReporter] whose first look needs the
+// network, so [termsig.New] does not wait for it. Its first look is over once every
 // path it watches has had one answer (404 included) or one error (a
 // timeout included), and the notices of those answers are handed over:
-// then termsig.Notifier.Ready can close. Against an IMDS that does not
-// answer, that takes Config.Timeout (2 s by default).
+// then [termsig.Notifier.Ready] can close. Against an IMDS that does not
+// answer, that takes [Config.RequestTimeout] (2 s by default).
 //
 // # Faults
 //
 // No error makes a notice: IMDS unreachable, 401, bursts of 429 or 503,
-// answers slower than Config.Timeout, truncated JSON, an HTML page with
-// status 200. The source keeps running, backs off (the interval doubles per
-// failure up to Config.MaxBackoff, every wait watching ctx), and reports
-// the error through termsig.ReportError, so that it shows in
-// termsig.Notifier.Status; the Notifier logs each change. The error's text
-// is stable (such as "imds: unreachable: connection refused" or "imds: no
-// answer within 2s", without URLs), so one outage is one log line. A bad
-// answer for scheduled events never reads as "the events are gone".
+// answers slower than Config.RequestTimeout, truncated JSON, an HTML page
+// with status 200. The source keeps running, backs off (the interval
+// doubles per failure up to [Config.MaxBackoff], every wait watching ctx),
+// and reports the error through [termsig.ReportError], so that it shows
+// in [termsig.Notifier.Status]; the Notifier logs each change. While several
+// paths fail, the error reported is that of the path that has failed
+// longest. The error's text is stable (such as "imds: unreachable:
+// connection refused" or "imds: no answer within 2s", without URLs), so
+// one outage is one log line. A bad answer for scheduled events never
+// reads as "the events are gone". When ctx is done, requests in flight
+// are cancelled and Watch returns at once, whatever IMDS does.
 //
 // A Config that cannot work (an endpoint that is not an http or https URL,
 // a negative duration, an interval below MinInterval, unknown Events) is
@@ -62,14 +80,38 @@
 // AWS_EC2_METADATA_SERVICE_ENDPOINT), the source decides from local facts
 // only, without a network probe, whether the host is an EC2 instance: the
 // firmware's SMBIOS strings say "Amazon EC2" (Nitro) or Amazon's Xen. They
-// are read from DMI (/sys/class/dmi/id) on Linux, and from the registry's
-// BIOS values on Windows. macOS shows neither, so on an EC2 Mac instance
-// set an endpoint, such as http://169.254.169.254. Where the host is not
-// recognised, Watch returns termsig.ErrUnavailable at once. See
-// [Source.Available].
+// are read from DMI (/sys/class/dmi/id, under [Config.Root]) on Linux, and
+// from the registry's BIOS values on Windows. macOS shows neither, so on
+// an EC2 Mac instance set an endpoint, such as http://169.254.169.254.
+// Where the host is not recognised, Watch returns termsig.ErrUnavailable
+// at once. See [Source.Available].
+//
+// # Figures
+//
+// Measured on 2 cores (AMD EPYC), Go 1.26.8, linux/amd64, against the fake
+// IMDS on loopback:
+//
+//   - From the fake starting to answer 200 on spot/instance-action to the
+//     notice on termsig.Notifier.C, 200 trials spread evenly over the
+//     polling cycle: at Interval 1 s (the default) mean 500 ms, p50
+//     497 ms, p99 988 ms, max 998 ms; at 100 ms mean 50 ms, p99 99.7 ms;
+//     at 2 s (a fixed 2-second poller) mean 1000 ms, p99 1976 ms. The
+//     mean is half the interval plus about a millisecond of work.
+//   - At idle, at the defaults, over one real minute: 125 requests (2.08 a
+//     second): 60 + 60 urgent, 2 + 2 advisory, 1 token.
+//   - One poll cycle of the four paths: 170 µs wall, 170–190 µs of CPU
+//     (the fake's included), 56 KB and 848 allocations, mostly the AWS
+//     SDK's middleware.
+//
+// Reproduce them with
+//
+//	go test -run XXX -bench 'DetectionLatency|IdleRequests' -benchtime 1x ./imds
+//	go test -run XXX -bench PollCycle ./imds
 //
 // # Testing
 //
-// Package imdstest is a fake IMDS on loopback that speaks IMDSv2 and can
-// schedule every notice above and inject faults.
+// Package imdstest is a fake IMDS on loopback that speaks IMDSv2, can
+// schedule every notice above, and injects faults (see
+// [github.com/termsig/termsig/imds/imdstest.Server.Inject]); programs use
+// it in their own tests too.
 package imds

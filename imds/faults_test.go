@@ -92,7 +92,7 @@ func TestFaultBursts(t *testing.T) {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			h := start(t, nil, nil)
 			h.polls(imdstest.PathInstanceAction, 1)
-			h.srv.FailNext(40, status, "")
+			h.srv.Inject(imdstest.Fault{Count: 40, Status: status})
 			rec := h.logs.WaitFor(t, failing, 1)
 			assert.Contains(t, testlog.Attr(rec, "err"), "HTTP "+strconv.Itoa(status))
 			assert.ErrorContains(t, h.status().Err, "HTTP "+strconv.Itoa(status))
@@ -104,18 +104,18 @@ func TestFaultBursts(t *testing.T) {
 	}
 }
 
-func TestFaultSlowerThanTimeout(t *testing.T) {
+func TestFaultSlowerThanRequestTimeout(t *testing.T) {
 	cfg := imds.Config{
 		Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
-		Timeout: 50 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		RequestTimeout: 50 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
 	}
-	h := start(t, &cfg, func(s *imdstest.Server) { s.SetDelay(time.Hour) })
+	h := start(t, &cfg, func(s *imdstest.Server) { s.Inject(imdstest.Fault{Hang: true}) })
 	rec := h.logs.WaitFor(t, failing, 1)
 	assert.Contains(t, testlog.Attr(rec, "err"), "no answer within 50ms")
 	h.srv.SetInterruption("terminate", deadline)
 	h.logs.WaitFor(t, failing, 1)
 	h.quiet()
-	h.srv.SetDelay(0)
+	h.srv.ClearFaults()
 	h.recovers()
 }
 
@@ -136,13 +136,13 @@ func TestFaultBadBodies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, nil, nil)
-			h.srv.SetResponse(tc.path, http.StatusOK, tc.body)
+			h.srv.Inject(imdstest.Fault{Key: tc.path, Status: http.StatusOK, Body: tc.body})
 			rec := h.logs.WaitFor(t, failing, 1)
 			assert.Contains(t, testlog.Attr(rec, "err"), "invalid payload")
 			assert.ErrorContains(t, h.status().Err, tc.path)
 			h.polls(tc.path, 3)
 			h.quiet()
-			h.srv.ClearResponse(tc.path)
+			h.srv.ClearFaults()
 			h.recovers()
 		})
 	}
@@ -153,11 +153,12 @@ func TestFaultBadScheduledBodyClearsNothing(t *testing.T) {
 	h := start(t, nil, nil)
 	h.srv.SetScheduledEvents(imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline})
 	assert.Equal(t, termsig.Maintenance, h.receive().Kind)
-	h.srv.SetResponse(imdstest.PathScheduled, http.StatusOK, "<html>oops</html>")
+	// One HTML page, then 503s: faults apply in the order injected.
+	h.srv.Inject(imdstest.Fault{Key: imdstest.PathScheduled, Count: 1, Body: "<html>oops</html>"})
+	h.srv.Inject(imdstest.Fault{Key: imdstest.PathScheduled, Status: http.StatusServiceUnavailable})
 	h.logs.WaitFor(t, failing, 1)
-	h.srv.SetResponse(imdstest.PathScheduled, http.StatusServiceUnavailable, "")
 	h.polls(imdstest.PathScheduled, 3)
-	h.srv.ClearResponse(imdstest.PathScheduled)
+	h.srv.ClearFaults()
 	h.logs.WaitFor(t, recovered, 1)
 	h.polls(imdstest.PathScheduled, 2)
 	h.quiet()
@@ -169,9 +170,9 @@ func TestStopIsPromptWhateverTheServerDoes(t *testing.T) {
 		name    string
 		prepare func(*imdstest.Server)
 	}{
-		{"hanging", func(s *imdstest.Server) { s.SetDelay(time.Hour) }},
+		{"hanging", func(s *imdstest.Server) { s.Inject(imdstest.Fault{Hang: true}) }},
 		{"gone", func(s *imdstest.Server) { s.Stop() }},
-		{"503", func(s *imdstest.Server) { s.FailNext(1000, http.StatusServiceUnavailable, "") }},
+		{"503", func(s *imdstest.Server) { s.Inject(imdstest.Fault{Status: http.StatusServiceUnavailable}) }},
 		{"healthy", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

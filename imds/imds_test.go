@@ -280,9 +280,9 @@ func TestScheduled404ClearsNothing(t *testing.T) {
 	h := start(t, nil, nil)
 	h.srv.SetScheduledEvents(imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline})
 	assert.Equal(t, termsig.Maintenance, h.receive().Kind)
-	h.srv.SetResponse(imdstest.PathScheduled, http.StatusNotFound, "")
+	h.srv.Inject(imdstest.Fault{Key: imdstest.PathScheduled, Status: http.StatusNotFound})
 	h.polls(imdstest.PathScheduled, 3)
-	h.srv.ClearResponse(imdstest.PathScheduled)
+	h.srv.ClearFaults()
 	h.polls(imdstest.PathScheduled, 3)
 	h.quiet()
 }

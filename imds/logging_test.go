@@ -83,7 +83,7 @@ func TestFaultOneLogLinePerOutage(t *testing.T) {
 	logs := testlog.New()
 	cfg := imds.Config{
 		Client: client, Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
-		Timeout: 200 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: logs.Logger(),
+		RequestTimeout: 200 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: logs.Logger(),
 	}
 	n := termsig.Config{Logger: logs.Logger()}.New(imds.New(cfg))
 	defer n.Stop()

@@ -24,7 +24,7 @@ func fastConfig(srv *imdstest.Server) imds.Config {
 		Endpoint:         srv.URL,
 		Interval:         10 * time.Millisecond,
 		AdvisoryInterval: 10 * time.Millisecond,
-		Timeout:          200 * time.Millisecond,
+		RequestTimeout:   200 * time.Millisecond,
 		MaxBackoff:       40 * time.Millisecond,
 	}
 }

@@ -170,7 +170,7 @@ func FuzzLifecycle(f *testing.F) {
 // Throttling delays the urgent paths by seconds, not by MaxBackoff.
 func TestUrgentBackoffLimit(t *testing.T) {
 	cfg := Config{}.withDefaults()
-	w := newWatcher(context.Background(), &cfg, nil, nil)
+	w := newWatcher(context.Background(), cfg, nil, nil)
 	limits := map[string]time.Duration{}
 	for _, p := range w.pollers {
 		limits[p.path] = p.limit

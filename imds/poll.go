@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/backoff"
+	"github.com/termsig/termsig/internal/health"
 )
 
 // A poller is one path with what has been reported from it. Each runs in
@@ -27,25 +26,20 @@ type poller struct {
 	handle func(found bool, body []byte) ([]termsig.Notice, error)
 }
 
-// A watcher is one run of Watch.
+// A watcher is one run of Watch: one poller per path, and their health,
+// part i being pollers[i].
 type watcher struct {
-	cfg     *Config // with defaults
+	cfg     Config // with defaults
 	client  *awsimds.Client
 	out     chan<- termsig.Notice
-	log     *slog.Logger
 	pollers []poller
-	health  *health
-	unseen  atomic.Int32 // pollers that have not had their first look
+	parts   *health.Parts
 }
 
-func newWatcher(ctx context.Context, cfg *Config, client *awsimds.Client, out chan<- termsig.Notice) *watcher {
-	w := &watcher{cfg: cfg, client: client, out: out, log: cfg.Logger}
+func newWatcher(ctx context.Context, cfg Config, client *awsimds.Client, out chan<- termsig.Notice) *watcher {
+	w := &watcher{cfg: cfg, client: client, out: out}
 	w.pollers = w.newPollers()
-	w.health = &health{ctx: ctx, errs: map[string]error{}}
-	for _, p := range w.pollers {
-		w.health.paths = append(w.health.paths, p.path)
-	}
-	w.unseen.Store(int32(len(w.pollers)))
+	w.parts = health.New(ctx, len(w.pollers))
 	return w
 }
 
@@ -67,14 +61,27 @@ func (w *watcher) newPollers() []poller {
 	return ps
 }
 
-// loop polls one path until ctx is done.
-func (w *watcher) loop(ctx context.Context, p poller) {
+// run polls every path, each in its own goroutine so that a slow answer
+// on one does not delay the others, until ctx is done.
+func (w *watcher) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range w.pollers {
+		wg.Go(func() { w.loop(ctx, i) })
+	}
+	wg.Wait()
+}
+
+// loop polls the path of pollers[i] until ctx is done. After each poll it
+// records the path's health, hands the notices over and, after the first,
+// records the path's first look: the Notifier is told that the source is
+// ready once every path has had one.
+func (w *watcher) loop(ctx context.Context, i int) {
+	p := w.pollers[i]
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	// After n failures in a row: interval·2^(n-1), up to the limit.
 	bo := backoff.Backoff{Base: p.interval, Max: p.limit}
-	first := true
-	for {
+	for first := true; ; first = false {
 		select {
 		case <-ctx.Done():
 			return
@@ -85,13 +92,12 @@ func (w *watcher) loop(ctx context.Context, p poller) {
 		if ctx.Err() != nil {
 			return // an error caused by Stop is no error
 		}
-		w.health.set(p.path, err)
+		w.parts.Set(i, err)
 		if !w.send(ctx, p.path, notices) {
 			return
 		}
 		if first {
-			first = false
-			w.looked(ctx)
+			w.parts.Looked(i)
 		}
 		wait := p.interval
 		if err != nil {
@@ -106,7 +112,7 @@ func (w *watcher) loop(ctx context.Context, p poller) {
 // send hands notices over, and reports false if ctx ended first.
 func (w *watcher) send(ctx context.Context, path string, notices []termsig.Notice) bool {
 	for _, n := range notices {
-		w.log.Debug("imds: notice", "path", path, "notice", n)
+		w.cfg.Logger.Debug("imds: notice", "path", path, "notice", n)
 		select {
 		case w.out <- n:
 		case <-ctx.Done():
@@ -114,15 +120,6 @@ func (w *watcher) send(ctx context.Context, path string, notices []termsig.Notic
 		}
 	}
 	return true
-}
-
-// looked records that one poller has had its first look (an answer or an
-// error, and its notices handed over), and tells the Notifier once every
-// poller has.
-func (w *watcher) looked(ctx context.Context) {
-	if w.unseen.Add(-1) == 0 {
-		termsig.Ready(ctx)
-	}
 }
 
 // poll fetches p's path once and hands the answer to p.handle.
@@ -148,7 +145,7 @@ func (w *watcher) poll(ctx context.Context, p poller) ([]termsig.Notice, error) 
 const maxBody = 1 << 20
 
 func (w *watcher) get(ctx context.Context, path string) (found bool, body []byte, err error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	res, err := w.client.GetMetadata(ctx, &awsimds.GetMetadataInput{Path: path})
 	if err != nil {
@@ -156,45 +153,15 @@ func (w *watcher) get(ctx context.Context, path string) (found bool, body []byte
 		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
 			return false, nil, nil
 		}
-		return false, nil, &pathError{path: path, msg: describe(err, w.cfg.Timeout), err: err}
+		return false, nil, &pathError{path: path, msg: describe(err, w.cfg.RequestTimeout), err: err}
 	}
 	defer res.Content.Close()
 	body, err = io.ReadAll(io.LimitReader(res.Content, maxBody+1))
 	if err != nil {
-		return false, nil, &pathError{path: path, msg: "reading the answer: " + describe(err, w.cfg.Timeout), err: err}
+		return false, nil, &pathError{path: path, msg: "reading the answer: " + describe(err, w.cfg.RequestTimeout), err: err}
 	}
 	if len(body) > maxBody {
 		return false, nil, &pathError{path: path, msg: path + ": answer larger than 1 MiB", err: errBadPayload}
 	}
 	return true, body, nil
-}
-
-// health gathers the last outcome of each path into the one error that
-// the source reports with termsig.ReportError. It reports after every
-// poll, so that Notifier.Status says when IMDS last answered; the Notifier
-// logs only the changes.
-type health struct {
-	ctx   context.Context
-	paths []string // in polling order; set before the pollers start
-
-	mu   sync.Mutex
-	errs map[string]error
-}
-
-// set records the outcome of a poll of path and reports the source's
-// health: the error of the first failing path, in polling order, or nil.
-func (h *health) set(path string, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.errs[path] = err
-	var first error
-	for _, p := range h.paths {
-		if e := h.errs[p]; e != nil {
-			first = e
-			break
-		}
-	}
-	// Under the lock, so that two pollers' reports reach the Notifier in
-	// the order they were made.
-	termsig.ReportError(h.ctx, first)
 }

@@ -23,7 +23,7 @@ func BenchmarkPollCycle(b *testing.B) {
 	defer srv.Close()
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
-	cfg := Config{Endpoint: srv.URL, Interval: time.Second, AdvisoryInterval: time.Second, Timeout: 2 * time.Second}.withDefaults()
+	cfg := Config{Endpoint: srv.URL, Interval: time.Second, AdvisoryInterval: time.Second, RequestTimeout: 2 * time.Second}.withDefaults()
 	client := awsimds.New(awsimds.Options{
 		Endpoint:                 srv.URL,
 		HTTPClient:               &http.Client{Transport: tr},
@@ -31,7 +31,7 @@ func BenchmarkPollCycle(b *testing.B) {
 		DisableDefaultMaxBackoff: true,
 	})
 	ctx := context.Background()
-	w := newWatcher(ctx, &cfg, client, nil)
+	w := newWatcher(ctx, cfg, client, nil)
 	ps := w.pollers
 	poll := func() {
 		for _, p := range ps {

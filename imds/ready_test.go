@@ -41,7 +41,7 @@ func TestReadyAfterFirstPolls(t *testing.T) {
 	srv := imdstest.NewServer()
 	defer srv.Close()
 	const delay = 50 * time.Millisecond
-	srv.SetDelay(delay) // token and each path: Ready cannot come sooner
+	srv.Inject(imdstest.Fault{Delay: delay}) // token and each path: Ready cannot come sooner
 	start := time.Now()
 	n := quietLog.New(imds.New(fastConfig(srv)))
 	defer n.Stop()
@@ -65,7 +65,7 @@ func TestReadyWhenIMDSHangs(t *testing.T) {
 		{"hung fake", func(t *testing.T) string {
 			srv := imdstest.NewServer()
 			t.Cleanup(srv.Close)
-			srv.SetDelay(time.Hour)
+			srv.Inject(imdstest.Fault{Hang: true})
 			return srv.URL
 		}},
 		{"silent listener", func(t *testing.T) string {
@@ -78,7 +78,7 @@ func TestReadyWhenIMDSHangs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := imds.Config{
 				Endpoint: tc.endpoint(t), Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
-				Timeout: 100 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+				RequestTimeout: 100 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
 			}
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 				start := time.Now()
@@ -91,7 +91,7 @@ func TestReadyWhenIMDSHangs(t *testing.T) {
 				default:
 				}
 				waitReady(t, n)
-				assert.GreaterOrEqual(t, time.Since(start), cfg.Timeout)
+				assert.GreaterOrEqual(t, time.Since(start), cfg.RequestTimeout)
 				assert.ErrorContains(t, n.Status()[0].Err, "no answer within 100ms")
 				return took
 			})

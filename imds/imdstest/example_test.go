@@ -26,3 +26,29 @@ func Example() {
 	fmt.Println(nt.Kind, nt.Kind.Imminent(), nt.Deadline.Format(time.RFC3339))
 	// Output: stop true 2026-11-30T10:02:00Z
 }
+
+// A test that a program rides out a faulty IMDS: a proxy's page where
+// IMDS should answer is an error in Notifier.Status, not a notice, and
+// the interruption is reported once IMDS answers again.
+func ExampleServer_Inject() {
+	srv := imdstest.NewServer()
+	defer srv.Close()
+	srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Body: "<html>Welcome</html>"})
+
+	n := termsig.New(imds.New(imds.Config{
+		Endpoint: srv.URL,
+		Interval: imds.MinInterval,
+		Events:   imds.SpotInterruption,
+	}))
+	defer n.Stop()
+	<-n.Ready() // the first poll has been answered, here with the page
+	fmt.Println(n.Status()[0].Err)
+
+	srv.ClearFaults()
+	srv.SetInterruption("terminate", time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC))
+	nt := <-n.C()
+	fmt.Println(nt.Kind, nt.Deadline.Format(time.RFC3339))
+	// Output:
+	// imds: spot/instance-action: invalid payload: not a JSON object: "<html>Welcome</html>"
+	// terminate 2026-11-30T10:02:00Z
+}

@@ -1,18 +1,3 @@
-// Package imdstest provides a fake EC2 instance metadata service (IMDS) on
-// loopback for tests: it speaks IMDSv2 (session tokens with TTLs, 401 for a
-// missing or expired token), answers 404 while nothing is pending, and lets
-// a test schedule spot interruptions, rebalance recommendations, scheduled
-// maintenance events and Auto Scaling lifecycle states, and inject faults.
-//
-// It works with any IMDS client, including the AWS SDK's
-// feature/ec2/imds and termsig's imds package:
-//
-//	srv := imdstest.NewServer()
-//	defer srv.Close()
-//	src := imds.New(imds.Config{Endpoint: srv.URL})
-//	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
-//
-// All methods are safe for concurrent use.
 package imdstest
 
 import (
@@ -58,7 +43,14 @@ type ScheduledEvent struct {
 	State       string // active, canceled, completed; empty means active
 }
 
-// A Server is a fake IMDS. Create it with NewServer and Close it when done.
+// A Server is a fake IMDS on a loopback port, for tests. It speaks IMDSv2
+// (see the package documentation), answers 404 while nothing is pending,
+// and serves what the test sets: a spot interruption, a rebalance
+// recommendation, scheduled events, a lifecycle state. Faults are injected
+// with [Server.Inject].
+//
+// Create it with [NewServer] and Close it when done. Its methods are safe
+// for concurrent use.
 type Server struct {
 	// URL is the endpoint, such as http://127.0.0.1:41234, for
 	// imds.Config.Endpoint or AWS_EC2_METADATA_SERVICE_ENDPOINT.
@@ -72,7 +64,7 @@ type Server struct {
 	serving      chan struct{} // closed when the current Serve returns
 	conns        map[net.Conn]struct{}
 	closed       bool
-	released     chan struct{} // closed by Close and Stop: frees handlers held by a delay
+	gone         chan struct{} // closed and replaced by Stop: hanging and delayed requests hang up
 	tokens       map[string]time.Time
 	tokenOpt     bool // tokens optional (IMDSv1 allowed)
 	action       string
@@ -81,22 +73,11 @@ type Server struct {
 	hasRebalance bool
 	scheduled    []ScheduledEvent
 	lifecycle    string
-	faults       []fault
-	delay        time.Duration
-	overrides    map[string]response
+	faults       []*Fault
+	cleared      chan struct{} // closed and replaced by ClearFaults: hanging requests go on
 	counts       map[string]int
 	inFlight     int
 	served       chan struct{} // closed and replaced when a request arrives or is answered
-}
-
-type response struct {
-	status int
-	body   string
-}
-
-type fault struct {
-	status int
-	body   string
 }
 
 // NewServer starts a fake IMDS on 127.0.0.1 with nothing pending and
@@ -107,13 +88,13 @@ func NewServer() *Server {
 		panic("imdstest: listen: " + err.Error())
 	}
 	s := &Server{
-		addr:      ln.Addr().String(),
-		conns:     map[net.Conn]struct{}{},
-		released:  make(chan struct{}),
-		tokens:    map[string]time.Time{},
-		overrides: map[string]response{},
-		counts:    map[string]int{},
-		served:    make(chan struct{}),
+		addr:    ln.Addr().String(),
+		conns:   map[net.Conn]struct{}{},
+		gone:    make(chan struct{}),
+		tokens:  map[string]time.Time{},
+		cleared: make(chan struct{}),
+		counts:  map[string]int{},
+		served:  make(chan struct{}),
 	}
 	s.URL = "http://" + s.addr
 	s.srv = &http.Server{
@@ -155,8 +136,8 @@ func (s *Server) Stop() {
 	ln, done := s.ln, s.serving
 	s.ln = nil
 	if ln != nil {
-		close(s.released)
-		s.released = make(chan struct{})
+		close(s.gone)
+		s.gone = make(chan struct{})
 		for c := range s.conns {
 			c.Close()
 		}
@@ -187,7 +168,9 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// Close shuts the server down and waits for its goroutines to end.
+// Close releases every request that waits or hangs (their connections are
+// closed without an answer), closes all connections and shuts the server
+// down; Start fails after it. It is safe to call more than once.
 func (s *Server) Close() {
 	s.Stop()
 	s.mu.Lock()
@@ -259,44 +242,10 @@ func (s *Server) ExpireTokens() {
 	s.mu.Unlock()
 }
 
-// FailNext makes the next n metadata requests (token requests included)
-// answer status with body, before any other processing; a burst of 429 or
-// 503 is FailNext(n, 503, ""). Calls add up.
-func (s *Server) FailNext(n int, status int, body string) {
-	s.mu.Lock()
-	for range n {
-		s.faults = append(s.faults, fault{status, body})
-	}
-	s.mu.Unlock()
-}
-
-// SetResponse makes path (such as PathInstanceAction) answer status and
-// body, whatever its state, until ClearResponse: a truncated JSON document,
-// an HTML page with status 200, a 500.
-func (s *Server) SetResponse(path string, status int, body string) {
-	s.mu.Lock()
-	s.overrides[path] = response{status, body}
-	s.mu.Unlock()
-}
-
-// ClearResponse undoes SetResponse for path.
-func (s *Server) ClearResponse(path string) {
-	s.mu.Lock()
-	delete(s.overrides, path)
-	s.mu.Unlock()
-}
-
-// SetDelay makes every request wait d before it is answered (0: answer at
-// once). A waiting request ends early if its client goes away or the
-// server is stopped or closed.
-func (s *Server) SetDelay(d time.Duration) {
-	s.mu.Lock()
-	s.delay = d
-	s.mu.Unlock()
-}
-
 // Requests returns how many requests for path (such as PathInstanceAction,
-// or "api/token" for the token) the server has answered.
+// or "api/token" for the token) the server has answered, faults and
+// requests it hung up on included. A request that hangs counts once it
+// ends.
 func (s *Server) Requests(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -313,6 +262,8 @@ func (s *Server) Served() <-chan struct{} {
 	return s.served
 }
 
+// handle answers one request: with the fault it takes, if any, else as
+// IMDS does.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, metadataPrefix)
 	if r.URL.Path == tokenPath {
@@ -322,49 +273,28 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	defer s.count(key)
 
 	s.mu.Lock()
-	delay, released := s.delay, s.released
+	f := s.takeFault(key)
+	cleared, gone := s.cleared, s.gone
 	s.mu.Unlock()
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		case <-released:
-			t.Stop()
+	if f != nil && misbehave(w, r, f, cleared, gone) {
+		return
+	}
+
+	switch {
+	case r.URL.Path == tokenPath:
+		s.token(w, r)
+	case !strings.HasPrefix(r.URL.Path, metadataPrefix):
+		write(w, http.StatusNotFound, "")
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		write(w, http.StatusMethodNotAllowed, "")
+	default:
+		if status := s.authorize(r); status != http.StatusOK {
+			write(w, status, "")
 			return
 		}
+		status, body := s.metadata(key, time.Now())
+		write(w, status, body)
 	}
-
-	s.mu.Lock()
-	if len(s.faults) > 0 {
-		f := s.faults[0]
-		s.faults = s.faults[1:]
-		s.mu.Unlock()
-		write(w, f.status, f.body)
-		return
-	}
-	s.mu.Unlock()
-
-	if r.URL.Path == tokenPath {
-		s.token(w, r)
-		return
-	}
-	if !strings.HasPrefix(r.URL.Path, metadataPrefix) {
-		write(w, http.StatusNotFound, "")
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		write(w, http.StatusMethodNotAllowed, "")
-		return
-	}
-	if status := s.authorize(r); status != http.StatusOK {
-		write(w, status, "")
-		return
-	}
-	status, body := s.metadata(key, time.Now())
-	write(w, status, body)
 }
 
 func (s *Server) arrive() {
@@ -385,7 +315,7 @@ func (s *Server) count(key string) {
 }
 
 // InFlight returns how many requests the server is answering now, such as
-// requests held by SetDelay.
+// requests held by a [Fault] with Hang or Delay.
 func (s *Server) InFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -427,6 +357,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	write(w, http.StatusOK, tok)
 }
 
+// authorize returns 200 if r may read metadata, else the status to answer.
 func (s *Server) authorize(r *http.Request) int {
 	tok := r.Header.Get(tokenHeader)
 	s.mu.Lock()
@@ -445,12 +376,11 @@ func (s *Server) authorize(r *http.Request) int {
 	return http.StatusOK
 }
 
+// metadata returns the answer to a request for key at now, as IMDS gives
+// it.
 func (s *Server) metadata(key string, now time.Time) (int, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o, ok := s.overrides[key]; ok {
-		return o.status, o.body
-	}
 	switch key {
 	case PathInstanceAction, PathTerminationTime:
 		if s.action == "" {
@@ -473,25 +403,7 @@ func (s *Server) metadata(key string, now time.Time) (int, string) {
 		b, _ := json.Marshal(map[string]string{"noticeTime": s.rebalance.UTC().Format("2006-01-02T15:04:05Z")})
 		return http.StatusOK, string(b)
 	case PathScheduled:
-		out := make([]map[string]string, 0, len(s.scheduled))
-		for _, e := range s.scheduled {
-			m := map[string]string{
-				"Code":        e.Code,
-				"Description": e.Description,
-				"EventId":     e.EventID,
-				"NotBefore":   imdsTime(e.NotBefore),
-				"State":       e.State,
-			}
-			if m["State"] == "" {
-				m["State"] = "active"
-			}
-			if !e.NotAfter.IsZero() {
-				m["NotAfter"] = imdsTime(e.NotAfter)
-			}
-			out = append(out, m)
-		}
-		b, _ := json.Marshal(out)
-		return http.StatusOK, string(b)
+		return http.StatusOK, scheduledJSON(s.scheduled)
 	case PathLifecycle:
 		if s.lifecycle == "" {
 			return http.StatusNotFound, ""
@@ -501,6 +413,29 @@ func (s *Server) metadata(key string, now time.Time) (int, string) {
 		return http.StatusOK, "i-0123456789abcdef0"
 	}
 	return http.StatusNotFound, ""
+}
+
+// scheduledJSON returns events/maintenance/scheduled as IMDS writes it.
+func scheduledJSON(events []ScheduledEvent) string {
+	out := make([]map[string]string, 0, len(events))
+	for _, e := range events {
+		m := map[string]string{
+			"Code":        e.Code,
+			"Description": e.Description,
+			"EventId":     e.EventID,
+			"NotBefore":   imdsTime(e.NotBefore),
+			"State":       e.State,
+		}
+		if m["State"] == "" {
+			m["State"] = "active"
+		}
+		if !e.NotAfter.IsZero() {
+			m["NotAfter"] = imdsTime(e.NotAfter)
+		}
+		out = append(out, m)
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
 }
 
 // imdsTime formats t as IMDS writes scheduled-event times.

@@ -113,7 +113,7 @@ func TestStateAndFaults(t *testing.T) {
 	_, body = get(imdstest.PathLifecycle)
 	assert.Equal(t, "InService", body)
 
-	srv.FailNext(2, http.StatusServiceUnavailable, "")
+	srv.Inject(imdstest.Fault{Count: 2, Status: http.StatusServiceUnavailable})
 	status, _ = get(imdstest.PathLifecycle)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	status, _ = get(imdstest.PathLifecycle)
@@ -121,10 +121,10 @@ func TestStateAndFaults(t *testing.T) {
 	status, _ = get(imdstest.PathLifecycle)
 	assert.Equal(t, http.StatusOK, status)
 
-	srv.SetResponse(imdstest.PathLifecycle, http.StatusOK, "<html>")
+	srv.Inject(imdstest.Fault{Key: imdstest.PathLifecycle, Body: "<html>"})
 	_, body = get(imdstest.PathLifecycle)
 	assert.Equal(t, "<html>", body)
-	srv.ClearResponse(imdstest.PathLifecycle)
+	srv.ClearFaults()
 	_, body = get(imdstest.PathLifecycle)
 	assert.Equal(t, "InService", body)
 }
@@ -152,32 +152,4 @@ func TestStopStart(t *testing.T) {
 
 	srv.Close()
 	assert.Error(t, srv.Start())
-}
-
-func TestDelayReleasedByClose(t *testing.T) {
-	srv := imdstest.NewServer()
-	srv.SetTokensOptional(true)
-	srv.SetDelay(time.Hour)
-	c := client(t)
-	errc := make(chan error, 1)
-	go func() {
-		res, err := c.Get(srv.URL + "/latest/meta-data/instance-id")
-		if err == nil {
-			res.Body.Close()
-		}
-		errc <- err
-	}()
-	for {
-		served := srv.Served()
-		if srv.InFlight() > 0 {
-			break
-		}
-		<-served
-	}
-	srv.Close()
-	select {
-	case <-errc:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not release a delayed request")
-	}
 }
