@@ -1,0 +1,206 @@
+//go:build unix
+
+// Command watch brings termsig to programs that are not written in Go. It
+// watches the termination notices of the host it runs on (a spot
+// interruption, a preemption, a power-button press, maintenance) and
+// turns them into what any program understands:
+//
+//	watch                      # print each notice as one JSON line
+//	watch --exec 'CMD'         # run a shell hook per notice
+//	watch [flags] -- CMD ARGS  # supervise CMD: a platform notice becomes SIGTERM
+//
+// See README.md for the flags, the exit statuses and recipes (a systemd
+// unit, a Kubernetes sidecar, a webhook).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/acpi"
+	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/sources"
+)
+
+// Exit statuses of watch itself; in supervise mode watch exits with the
+// child's status instead.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // a hook failed, or watch could not start
+	exitUsage   = 2
+	exitNoChild = 127 // the command could not be started, as a shell says
+)
+
+func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// options are the parsed flags.
+type options struct {
+	format      string // print mode: json or text
+	follow      bool
+	exec        string
+	hookTimeout time.Duration
+	signal      syscall.Signal
+	margin      time.Duration
+	grace       time.Duration
+	kinds       map[termsig.Kind]bool // nil: every kind
+	sources     string
+	logFormat   string
+	imdsEvery   time.Duration
+	acpidSocket string
+	cmd         []string
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "watch:", err)
+			fmt.Fprintln(stderr, usageLine)
+		}
+		return exitUsage
+	}
+	log := newLogger(stderr, o.logFormat)
+	srcs, err := o.pickSources(log)
+	if err != nil {
+		fmt.Fprintln(stderr, "watch:", err)
+		fmt.Fprintln(stderr, usageLine)
+		return exitUsage
+	}
+	switch {
+	case len(o.cmd) > 0:
+		return supervise(o, srcs, log)
+	case o.exec != "":
+		return runHooks(o, srcs, log)
+	default:
+		return printNotices(o, srcs, stdout, log)
+	}
+}
+
+const usageLine = "usage: watch [--format json|text] [--follow] [--exec CMD] [--kinds K,...] [--sources S,...] [flags] [-- CMD ARGS...]"
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	var kinds, sig string
+	fs.StringVar(&o.format, "format", "json", "print mode: json (one Notice per line) or text")
+	fs.BoolVar(&o.follow, "follow", false, "print mode and --exec: keep going after the first imminent notice")
+	fs.StringVar(&o.exec, "exec", "", "run this shell command (/bin/sh -c) once per notice, the notice in its environment and as JSON on stdin")
+	fs.DurationVar(&o.hookTimeout, "hook-timeout", 0, "longest a hook may run (0: until the notice's deadline minus --margin, or --grace without one)")
+	fs.StringVar(&sig, "signal", "SIGTERM", "supervise mode: the signal an imminent platform notice sends to the command")
+	fs.DurationVar(&o.margin, "margin", 5*time.Second, "time kept before a notice's deadline: SIGKILL and the end of hooks come this much earlier")
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long the command (or a hook) gets when a notice has no deadline")
+	fs.StringVar(&kinds, "kinds", "", "only these kinds of notice, comma-separated (terminate,stop,hibernate,reboot,interrupt,reload,rebalance,maintenance,cleared); empty: all")
+	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
+	fs.StringVar(&o.acpidSocket, "acpid-socket", "", "acpid's socket (empty: the acpi default, used if present)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.cmd = fs.Args()
+	return o, o.check(kinds, sig)
+}
+
+// check validates the parsed flags and fills the derived fields.
+func (o *options) check(kinds, sig string) error {
+	switch {
+	case o.format != "json" && o.format != "text":
+		return fmt.Errorf("--format must be json or text, not %q", o.format)
+	case o.logFormat != "json" && o.logFormat != "text":
+		return fmt.Errorf("--log-format must be json or text, not %q", o.logFormat)
+	case o.exec != "" && len(o.cmd) > 0:
+		return errors.New("--exec and a command to supervise exclude each other")
+	case o.follow && len(o.cmd) > 0:
+		return errors.New("--follow has no meaning when supervising a command: watch ends with it")
+	case o.margin < 0 || o.grace <= 0 || o.hookTimeout < 0 || o.imdsEvery < 0:
+		return errors.New("--margin, --hook-timeout and --imds-interval must not be negative, --grace must be positive")
+	}
+	if s := unix.SignalNum(strings.ToUpper(sig)); s != 0 {
+		o.signal = s
+	} else if s := unix.SignalNum("SIG" + strings.ToUpper(sig)); s != 0 {
+		o.signal = s
+	} else {
+		return fmt.Errorf("--signal: unknown signal %q", sig)
+	}
+	if kinds == "" {
+		return nil
+	}
+	o.kinds = map[termsig.Kind]bool{}
+	for _, w := range strings.Split(kinds, ",") {
+		k, err := termsig.ParseKind(strings.TrimSpace(w))
+		if err != nil {
+			return fmt.Errorf("--kinds: %w", err)
+		}
+		o.kinds[k] = true
+	}
+	return nil
+}
+
+// wants reports whether nt passes the --kinds filter.
+func (o *options) wants(nt termsig.Notice) bool { return o.kinds == nil || o.kinds[nt.Kind] }
+
+// pickSources returns the sources to watch. When supervising, watch
+// forwards the signals it receives to the command itself, so the signal
+// source is left out.
+func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
+	cfg := sources.Config{
+		Logger: log,
+		IMDS:   imds.Config{Interval: o.imdsEvery},
+		ACPI:   acpi.Config{AcpidSocket: o.acpidSocket},
+	}
+	var srcs []termsig.Source
+	if o.sources == "auto" {
+		srcs = sources.Detect(cfg)
+	} else {
+		var err error
+		if srcs, err = sources.ByName(cfg, strings.Split(o.sources, ",")...); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.cmd) == 0 {
+		return srcs, nil
+	}
+	var platform []termsig.Source
+	for _, s := range srcs {
+		if _, local := s.(termsig.LocalSource); !local {
+			platform = append(platform, s)
+		}
+	}
+	return platform, nil
+}
+
+func newLogger(w io.Writer, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// newNotifier starts the sources with watch's logger.
+func newNotifier(srcs []termsig.Source, log *slog.Logger) *termsig.Notifier {
+	return termsig.Config{Logger: log}.New(srcs...)
+}
+
+// ends reports whether watch, in print or hook mode without --follow,
+// stops after nt; with --follow only an imminent notice about watch itself
+// (a signal sent to it) does.
+func (o *options) ends(nt termsig.Notice) bool {
+	if !nt.Kind.Imminent() {
+		return false
+	}
+	_, local := nt.Signal.(syscall.Signal)
+	return !o.follow || local
+}
+
