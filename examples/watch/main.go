@@ -203,4 +203,3 @@ func (o *options) ends(nt termsig.Notice) bool {
 	_, local := nt.Signal.(syscall.Signal)
 	return !o.follow || local
 }
-
