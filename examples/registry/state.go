@@ -114,6 +114,19 @@ func loadState(path string) (*state, error) {
 // parseState decodes and checks a state file. Anything it accepts keeps the
 // invariants that the handlers rely on; anything else is an error.
 func parseState(data []byte) (*state, error) {
+	st, err := decodeState(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.validate(); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// decodeState decodes one JSON object with no unknown fields, and turns
+// the lists that JSON may leave null into empty ones, as the API shows them.
+func decodeState(data []byte) (*state, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var st state
@@ -123,77 +136,110 @@ func parseState(data []byte) (*state, error) {
 	if dec.More() {
 		return nil, errors.New("data after the JSON object")
 	}
-	if st.Version != stateVersion {
-		return nil, fmt.Errorf("version %d, want %d", st.Version, stateVersion)
-	}
-	if st.NextRunner < 1 || st.NextJob < 1 {
-		return nil, fmt.Errorf("next ids %d and %d must be at least 1", st.NextRunner, st.NextJob)
-	}
-	if st.Runners == nil {
-		st.Runners = []Runner{}
-	}
-	if st.Jobs == nil {
-		st.Jobs = []jobRecord{}
-	}
-
-	names := map[string]bool{}
-	last := 0
+	st.Runners = orEmpty(st.Runners)
 	for i := range st.Runners {
-		r := &st.Runners[i]
-		n, ok := idNumber("r-", r.ID)
-		if !ok || n <= last || n >= st.NextRunner {
-			return nil, fmt.Errorf("runner id %q: not r-N, out of order or not below next_runner %d", r.ID, st.NextRunner)
-		}
-		last = n
-		if strings.TrimSpace(r.Name) == "" || names[r.Name] {
-			return nil, fmt.Errorf("runner %s: empty or duplicate name %q", r.ID, r.Name)
-		}
-		names[r.Name] = true
-		if r.Labels == nil {
-			r.Labels = []string{}
-		}
+		st.Runners[i].Labels = orEmpty(st.Runners[i].Labels)
 	}
-
-	last = 0
+	st.Jobs = orEmpty(st.Jobs)
 	for i := range st.Jobs {
-		j := &st.Jobs[i]
-		n, ok := idNumber("j-", j.ID)
-		if !ok || n <= last || n >= st.NextJob {
-			return nil, fmt.Errorf("job id %q: not j-N, out of order or not below next_job %d", j.ID, st.NextJob)
-		}
-		last = n
-		if strings.TrimSpace(j.Command) == "" {
-			return nil, fmt.Errorf("job %s: empty command", j.ID)
-		}
-		if j.History == nil {
-			j.History = []Attempt{}
-		}
-		if j.Attempts < len(j.History) {
-			return nil, fmt.Errorf("job %s: %d attempts but %d in its history", j.ID, j.Attempts, len(j.History))
-		}
-		switch j.State {
-		case JobRunning:
-			_, r := st.runner(j.RunnerID)
-			if r == nil || r.JobID != j.ID || j.Attempts != len(j.History)+1 {
-				return nil, fmt.Errorf("job %s: running on %q, which is not running it", j.ID, j.RunnerID)
-			}
-		case JobQueued, JobSucceeded, JobFailed:
-			if j.RunnerID != "" || !j.AttemptStarted.IsZero() || j.Attempts != len(j.History) {
-				return nil, fmt.Errorf("job %s: %s but has a runner or an unfinished attempt", j.ID, j.State)
-			}
-		default:
-			return nil, fmt.Errorf("job %s: state %q", j.ID, j.State)
-		}
-	}
-	for _, r := range st.Runners {
-		if r.JobID == "" {
-			continue
-		}
-		if j := st.job(r.JobID); j == nil || j.State != JobRunning || j.RunnerID != r.ID {
-			return nil, fmt.Errorf("runner %s: job %q is not running on it", r.ID, r.JobID)
-		}
+		st.Jobs[i].History = orEmpty(st.Jobs[i].History)
 	}
 	return &st, nil
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// validate checks what the handlers rely on: a known version; ids in the
+// registry's own form, in order and below the next ones, so that none is
+// given out twice; unique runner names; jobs in a known state; and a job
+// running on a runner exactly when that runner says it runs the job.
+func (st *state) validate() error {
+	if st.Version != stateVersion {
+		return fmt.Errorf("version %d, want %d", st.Version, stateVersion)
+	}
+	if st.NextRunner < 1 || st.NextJob < 1 {
+		return fmt.Errorf("next ids %d and %d must be at least 1", st.NextRunner, st.NextJob)
+	}
+	runnerIDs := idSequence{kind: "runner", prefix: "r-", next: st.NextRunner}
+	names := map[string]bool{}
+	for _, r := range st.Runners {
+		if err := runnerIDs.check(r.ID); err != nil {
+			return err
+		}
+		if strings.TrimSpace(r.Name) == "" || names[r.Name] {
+			return fmt.Errorf("runner %s: empty or duplicate name %q", r.ID, r.Name)
+		}
+		names[r.Name] = true
+		if err := st.checkRunnerJob(r); err != nil {
+			return err
+		}
+	}
+	jobIDs := idSequence{kind: "job", prefix: "j-", next: st.NextJob}
+	for i := range st.Jobs {
+		if err := jobIDs.check(st.Jobs[i].ID); err != nil {
+			return err
+		}
+		if err := st.checkJob(&st.Jobs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRunnerJob checks that the job a runner says it runs is running on it.
+func (st *state) checkRunnerJob(r Runner) error {
+	if r.JobID == "" {
+		return nil
+	}
+	if j := st.job(r.JobID); j == nil || j.State != JobRunning || j.RunnerID != r.ID {
+		return fmt.Errorf("runner %s: job %q is not running on it", r.ID, r.JobID)
+	}
+	return nil
+}
+
+// checkJob checks one job's state against its runner and its history.
+func (st *state) checkJob(j *jobRecord) error {
+	if strings.TrimSpace(j.Command) == "" {
+		return fmt.Errorf("job %s: empty command", j.ID)
+	}
+	if j.Attempts < len(j.History) {
+		return fmt.Errorf("job %s: %d attempts but %d in its history", j.ID, j.Attempts, len(j.History))
+	}
+	switch j.State {
+	case JobRunning:
+		_, r := st.runner(j.RunnerID)
+		if r == nil || r.JobID != j.ID || j.Attempts != len(j.History)+1 {
+			return fmt.Errorf("job %s: running on %q, which is not running it", j.ID, j.RunnerID)
+		}
+	case JobQueued, JobSucceeded, JobFailed:
+		if j.RunnerID != "" || !j.AttemptStarted.IsZero() || j.Attempts != len(j.History) {
+			return fmt.Errorf("job %s: %s but has a runner or an unfinished attempt", j.ID, j.State)
+		}
+	default:
+		return fmt.Errorf("job %s: state %q", j.ID, j.State)
+	}
+	return nil
+}
+
+// An idSequence checks that ids come in the registry's own form and order:
+// prefix+N, N increasing, every N below next.
+type idSequence struct {
+	kind, prefix string
+	next, last   int
+}
+
+func (s *idSequence) check(id string) error {
+	n, ok := idNumber(s.prefix, id)
+	if !ok || n <= s.last || n >= s.next {
+		return fmt.Errorf("%s id %q: not %sN, out of order or not below next_%s %d", s.kind, id, s.prefix, s.kind, s.next)
+	}
+	s.last = n
+	return nil
 }
 
 // idNumber returns N for an id prefix+N written the way the registry writes

@@ -45,45 +45,64 @@ func runDemo(tl *timeline, cfg config) int {
 		return exitStartup
 	}
 	defer os.RemoveAll(dir)
-
-	reg, err := registry.NewServer(filepath.Join(dir, "registry.json"))
+	url, stopRegistry, err := startDemoRegistry(filepath.Join(dir, "registry.json"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return exitStartup
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return exitStartup
-	}
-	hs := &http.Server{Handler: reg}
-	go hs.Serve(ln)
-	defer hs.Close()
-	url := "http://" + ln.Addr().String()
+	defer stopRegistry()
 	client := registry.NewClient(url, nil)
-
 	fake := imdstest.NewServer()
 	defer fake.Close()
-
-	ctx := context.Background()
-	for _, c := range demoJobs {
-		if _, err := client.Enqueue(ctx, c); err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-			return exitStartup
-		}
-	}
 	fmt.Fprintf(os.Stderr, "demo: registry on %s with %d jobs queued; fake IMDS on %s\n", url, len(demoJobs), fake.URL)
 	fmt.Fprintf(os.Stderr, "demo: once job %s has run for %v, the fake IMDS announces a spot interruption with a deadline %v later\n\n", demoLongJob, demoNoticeAfter, demoDeadline)
 
 	stopAnnouncer := announceWhenRunning(client, fake, tl)
 	defer stopAnnouncer()
+	code := runDemoRunner(tl, cfg, client, fake.URL)
 
+	fmt.Fprintln(os.Stderr)
+	if err := printState(os.Stderr, client); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+	}
+	fmt.Fprintf(os.Stderr, "\nrunner exit status %d\n", code)
+	return code
+}
+
+// startDemoRegistry serves a registry with its state in statePath on a
+// loopback port, queues the demo's jobs, and returns its URL and a function
+// that stops it.
+func startDemoRegistry(statePath string) (url string, stop func(), err error) {
+	reg, err := registry.NewServer(statePath)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: reg}
+	go hs.Serve(ln)
+	url = "http://" + ln.Addr().String()
+	client := registry.NewClient(url, nil)
+	for _, c := range demoJobs {
+		if _, err := client.Enqueue(context.Background(), c); err != nil {
+			hs.Close()
+			return "", nil, err
+		}
+	}
+	return url, func() { hs.Close() }, nil
+}
+
+// runDemoRunner runs the runner with the demo's settings, watching for
+// signals (Ctrl-C drains it) and the fake IMDS at imdsURL.
+func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL string) int {
 	cfg.name = "demo-runner"
 	cfg.poll = 200 * time.Millisecond
 	cfg.margin = 2 * time.Second
 	srcs := []termsig.Source{
 		signal.New(),
-		imds.New(imds.Config{Endpoint: fake.URL}), // default intervals: what a real runner would use
+		imds.New(imds.Config{Endpoint: imdsURL}), // default intervals: what a real runner would use
 	}
 	n := termsig.Config{Logger: newLogger(tl)}.New(srcs...)
 	defer n.Stop()
@@ -96,14 +115,7 @@ func runDemo(tl *timeline, cfg config) int {
 		ready:   n.Ready(),
 		notify:  func(string) {}, // not under systemd
 	}
-	code := r.run()
-
-	fmt.Fprintln(os.Stderr)
-	if err := printState(os.Stderr, client); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-	}
-	fmt.Fprintf(os.Stderr, "\nrunner exit status %d\n", code)
-	return code
+	return r.run()
 }
 
 // printState prints the registry's runners and jobs.

@@ -12,66 +12,59 @@ import (
 	"time"
 )
 
-// A process is one job running as a child in its own process group, so
-// that a signal reaches every process the job started.
+// A process is one job: its shell, a child of the runner, in a process
+// group of its own (see group), so that a signal reaches every process the
+// job started and the whole group dies with the runner.
 type process struct {
-	job  *Job
-	cmd  *exec.Cmd
-	out  *tail
-	done chan Result // receives once, when the job has exited
-
-	mu        sync.Mutex
-	signalled string // the first signal the runner sent, if any
+	job   *Job
+	cmd   *exec.Cmd // the job's shell
+	group *group
+	done  chan Result // receives once, when the shell has exited and the rest of the group is killed
 }
 
-// start runs job.Command with sh -c in a new process group. The shell dies
-// with the runner (Pdeathsig), and every process of the job carries the
-// runner's name in its environment, so that the next runner of that name
-// kills what the shell started (see killLeftovers): a runner killed with
-// SIGKILL leaves no job behind to race the re-run of that job.
+// start runs job.Command with sh -c in a new process group. Every process
+// of the job carries the runner's name and pid in its environment, so that
+// the next runner of that name kills what its keeper could not (see
+// killLeftovers).
+//
+// The shell gets no Pdeathsig: that fires when the thread that forked the
+// shell exits, which in Go can happen while the runner lives on, and it
+// reaches the shell only, not what the shell started. The group's keeper
+// kills the whole group, and only when the runner's process ends.
 func start(job *Job, runnerName string) (*process, error) {
+	env := append(os.Environ(), jobEnv+"="+runnerName, jobRunnerEnv+"="+strconv.Itoa(os.Getpid()), "TERMSIG_JOB_ID="+job.ID)
+	g, err := newGroup(env)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command("/bin/sh", "-c", job.Command)
-	cmd.Env = append(os.Environ(), jobEnv+"="+runnerName, jobRunnerEnv+"="+strconv.Itoa(os.Getpid()), "TERMSIG_JOB_ID="+job.ID)
+	cmd.Env = env
 	out := &tail{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.id()}
 	// A process that leaves the group but keeps the output pipe open must
 	// not keep Wait from returning once the job itself has exited.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
+		g.end()
 		return nil, err
 	}
-	p := &process{job: job, cmd: cmd, out: out, done: make(chan Result, 1)}
-	go func() {
-		err := cmd.Wait()
-		code := cmd.ProcessState.ExitCode() // -1 if killed by a signal
-		if err != nil && code == 0 && !errors.Is(err, exec.ErrWaitDelay) {
-			code = -1
-		}
-		p.done <- Result{ExitCode: code, Output: out.String(), Status: cmd.ProcessState.String()}
-	}()
+	p := &process{job: job, cmd: cmd, group: g, done: make(chan Result, 1)}
+	go p.wait(out)
 	return p, nil
 }
 
-// signal sends sig to the job's process group.
-func (p *process) signal(sig syscall.Signal) error {
-	p.mu.Lock()
-	if p.signalled == "" {
-		p.signalled = sig.String()
+// wait waits for the job's shell to exit, kills what the job left running
+// in its group, and sends how the shell ended on done.
+func (p *process) wait(out *tail) {
+	err := p.cmd.Wait()
+	code := p.cmd.ProcessState.ExitCode() // -1 if killed by a signal
+	if err != nil && code == 0 && !errors.Is(err, exec.ErrWaitDelay) {
+		code = -1
 	}
-	p.mu.Unlock()
-	err := syscall.Kill(-p.cmd.Process.Pid, sig)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil // already gone
-	}
-	return err
-}
-
-// wasSignalled reports whether the runner signalled the job.
-func (p *process) wasSignalled() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.signalled != ""
+	res := Result{ExitCode: code, Output: out.String(), Status: p.cmd.ProcessState.String()}
+	p.group.end()
+	p.done <- res
 }
 
 // tail keeps the last max bytes written to it.

@@ -14,10 +14,12 @@ import (
 )
 
 // jobEnv and jobRunnerEnv mark every process of a job with the name and
-// the pid of the runner that started it, so that a runner can find the
-// jobs of a predecessor that was killed (SIGKILL, OOM) before it could stop
-// them. Pdeathsig kills the job's shell with its runner, but not what the
-// shell started.
+// the pid of the runner that started it, so that a runner can find what is
+// left of the jobs of a predecessor that died before it could stop them.
+// The job's keeper kills the job's process group when its runner dies (see
+// group); this is the backstop for when it could not: the keeper died with
+// the runner (the OOM killer may take both), or a process of the job moved
+// to a process group of its own (setsid, setpgid).
 const (
 	jobEnv       = "TERMSIG_RUNNER_JOB"
 	jobRunnerEnv = "TERMSIG_RUNNER_PID"

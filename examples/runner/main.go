@@ -30,59 +30,30 @@ import (
 
 func main() { os.Exit(realMain(os.Args[1:])) }
 
+// realMain runs the runner with the command-line arguments args and
+// returns its exit status.
 func realMain(args []string) int {
-	host, _ := os.Hostname()
-	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
-	var (
-		url          = fs.String("registry", "http://127.0.0.1:8321", "base URL of the CI service (the example registry)")
-		name         = fs.String("name", host, "runner name; a stale registration of this name is removed at start")
-		labels       = fs.String("labels", "linux", "comma-separated runner labels")
-		srcs         = fs.String("sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
-		poll         = fs.Duration("poll", 2*time.Second, "how often to ask for a job when idle")
-		grace        = fs.Duration("grace", 30*time.Second, "longest wait for a job to exit after SIGTERM before SIGKILL")
-		margin       = fs.Duration("margin", 10*time.Second, "time kept before the deadline for re-queueing and unregistering")
-		stopTimeout  = fs.Duration("stop-timeout", 80*time.Second, "deadline of a notice that has none (SIGTERM, SIGINT); keep it below systemd's TimeoutStopSec")
-		regTimeout   = fs.Duration("register-timeout", time.Minute, "give up (exit 1) if registering fails for this long")
-		onAdvice     = fs.String("on-advice", "drain", `what rebalance and maintenance notices do: "drain" (stop claiming, finish the job, stay registered) or "ignore"`)
-		imdsInterval = fs.Duration("imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
-		imdsAdvisory = fs.Duration("imds-advisory-interval", 0, "IMDS polling interval for rebalance and maintenance (0: the imds default, 30s)")
-		demo         = fs.Bool("demo", false, "run a self-contained demo: embedded registry, fake IMDS, a spot interruption")
-	)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	cfg := config{
-		name:            *name,
-		labels:          splitList(*labels),
-		poll:            *poll,
-		grace:           *grace,
-		margin:          *margin,
-		stopTimeout:     *stopTimeout,
-		registerTimeout: *regTimeout,
-		onAdvice:        *onAdvice,
-		resumeID:        os.Getenv(runnerIDEnv),
-	}
-	if err := cfg.validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "runner:", err)
+	cfg, fl, err := parseFlags(args)
+	if err != nil {
 		return exitUsage
 	}
 	tl := newTimeline(os.Stderr)
-	if *demo {
+	if fl.demo {
 		return runDemo(tl, cfg)
 	}
 
 	log := newLogger(tl)
-	picked, err := pickSources(*srcs, sources.Config{Logger: log, IMDS: imds.Config{Interval: *imdsInterval, AdvisoryInterval: *imdsAdvisory}})
+	picked, err := pickSources(fl.sources, sources.Config{Logger: log, IMDS: imds.Config{Interval: fl.imdsInterval, AdvisoryInterval: fl.imdsAdvisory}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runner:", err)
 		return exitUsage
 	}
 	n := termsig.Config{Logger: log}.New(picked...)
 	defer n.Stop()
-	tl.Printf("runner %s starting (pid %d), CI service %s, sources %s", cfg.name, os.Getpid(), *url, sourceNames(picked))
+	tl.Printf("runner %s starting (pid %d), CI service %s, sources %s", cfg.name, os.Getpid(), fl.registry, sourceNames(picked))
 	r := &runner{
 		cfg:     cfg,
-		svc:     registryService{registry.NewClient(*url, nil)},
+		svc:     registryService{registry.NewClient(fl.registry, nil)},
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
@@ -90,6 +61,48 @@ func realMain(args []string) int {
 		notify:  sdNotify(tl),
 	}
 	return r.run()
+}
+
+// flags are the command-line settings that are not the runner's config.
+type flags struct {
+	registry     string
+	sources      string
+	imdsInterval time.Duration
+	imdsAdvisory time.Duration
+	demo         bool
+}
+
+// parseFlags parses the command line into the runner's config and the
+// other flags, and validates the config. It prints what is wrong on
+// standard error, as the flag package does.
+func parseFlags(args []string) (config, flags, error) {
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	cfg := config{resumeID: os.Getenv(runnerIDEnv)}
+	var fl flags
+	var labels string
+	fs.StringVar(&fl.registry, "registry", "http://127.0.0.1:8321", "base URL of the CI service (the example registry)")
+	fs.StringVar(&cfg.name, "name", host, "runner name; a stale registration of this name is removed at start")
+	fs.StringVar(&labels, "labels", "linux", "comma-separated runner labels")
+	fs.StringVar(&fl.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
+	fs.DurationVar(&cfg.poll, "poll", 2*time.Second, "how often to ask for a job when idle")
+	fs.DurationVar(&cfg.grace, "grace", 30*time.Second, "longest wait for a job to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.margin, "margin", 10*time.Second, "time kept before the deadline for re-queueing and unregistering")
+	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 80*time.Second, "deadline of a notice that has none (SIGTERM, SIGINT); keep it below systemd's TimeoutStopSec")
+	fs.DurationVar(&cfg.registerTimeout, "register-timeout", time.Minute, "give up (exit 1) if registering fails for this long")
+	fs.StringVar(&cfg.onAdvice, "on-advice", "drain", `what rebalance and maintenance notices do: "drain" (stop claiming, finish the job, stay registered) or "ignore"`)
+	fs.DurationVar(&fl.imdsInterval, "imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
+	fs.DurationVar(&fl.imdsAdvisory, "imds-advisory-interval", 0, "IMDS polling interval for rebalance and maintenance (0: the imds default, 30s)")
+	fs.BoolVar(&fl.demo, "demo", false, "run a self-contained demo: embedded registry, fake IMDS, a spot interruption")
+	if err := fs.Parse(args); err != nil {
+		return cfg, fl, err
+	}
+	cfg.labels = splitList(labels)
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return cfg, fl, err
+	}
+	return cfg, fl, nil
 }
 
 func (c config) validate() error {

@@ -1,7 +1,8 @@
 //go:build !linux
 
 // Command runner is an example CI runner built on termsig. It runs jobs in
-// process groups that die with the runner (Pdeathsig), which needs Linux.
+// process groups that die with the runner, and re-executes itself in place
+// on SIGHUP, which it does for Linux only.
 package main
 
 import (

@@ -345,27 +345,29 @@ func TestRegistryUnreachableDuringUnregister(t *testing.T) {
 	assert.Equal(t, 0, r2.waitExit())
 }
 
+// The backstop: when the job's keeper dies with its runner (the OOM killer
+// may take both), nothing kills the job's processes at once; the next
+// runner of that name does.
 func TestSIGKILLThenRestartCleansUp(t *testing.T) {
 	e := newEnv(t)
 	// The job starts a child and reports its pid through a FIFO, so that
-	// the test kills the runner only once the child runs. The shell dies
-	// with the runner (Pdeathsig); the child is left for the next runner
-	// to find.
+	// the test kills the runner only once the child runs.
 	child := fifo(t)
 	e.enqueue(fmt.Sprintf("sleep 30 & echo $! > %s; wait", child))
 	r := e.runner(nil)
-	line := r.waitLine(`job j-1 started \(pid \d+\)`, 1)
-	jobPID, err := strconv.Atoi(regexp.MustCompile(`pid (\d+)`).FindStringSubmatch(line)[1])
-	require.NoError(t, err)
+	pgid := startedGroup(t, r)
 	readLine(t, child) // the child runs
-	require.NotEmpty(t, liveInGroup(t, jobPID))
+	require.Len(t, liveInGroup(t, pgid), 3, "keeper, shell and child")
 
+	require.NoError(t, syscall.Kill(pgid, syscall.SIGKILL)) // the keeper
+	waitGone(t, pgid)
 	r.signal(syscall.SIGKILL)
 	assert.Equal(t, -1, r.waitExit())
 	require.Len(t, e.runners(), 1, "a killed runner cannot unregister")
+	require.Len(t, liveInGroup(t, pgid), 2, "shell and child, left behind")
 
 	r2 := e.runner(nil)
-	r2.waitLine(fmt.Sprintf(`killed the processes of jobs left running by an earlier runner named "test-runner" \(process groups \[%d\]\)`, jobPID), 1)
+	r2.waitLine(fmt.Sprintf(`killed the processes of jobs left running by an earlier runner named "test-runner" \(process groups \[%d\]\)`, pgid), 1)
 	r2.waitLine(`removed stale registration r-1 of "test-runner"`, 1)
 	r2.waitLine(`registered as r-2`, 1)
 	r2.waitLine(`job j-1 started`, 1)
@@ -376,7 +378,7 @@ func TestSIGKILLThenRestartCleansUp(t *testing.T) {
 	assert.Equal(t, 2, j.Attempts, "the job is run again")
 	require.NotEmpty(t, j.History)
 	assert.Equal(t, registry.JobState("interrupted"), j.History[0].State)
-	assert.Empty(t, liveInGroup(t, jobPID), "the first run of the job is gone, shell and children")
+	assert.Empty(t, liveInGroup(t, pgid), "the first run of the job is gone, shell and children")
 
 	r2.signal(syscall.SIGTERM)
 	assert.Equal(t, 0, r2.waitExit())
@@ -628,4 +630,108 @@ func TestReloadWaitsForTheResultToBeReported(t *testing.T) {
 	assert.Equal(t, registry.JobState("succeeded"), e.job("j-1").State)
 	r.signal(syscall.SIGTERM)
 	assert.Equal(t, 0, r.waitExit())
+}
+
+// Nothing of a job outlives it: not its shell, and not what the shell
+// started in the background, whether the runner dies (SIGKILL), the job
+// ends by itself, or the runner drains it. An orphan would run on beside
+// the re-run of the same job.
+func TestNothingOfAJobOutlivesIt(t *testing.T) {
+	tests := []struct {
+		name string
+		// command writes the pid of a background process to the FIFO
+		// %[1]s; the test creates the file %[2]s once it has seen that
+		// process alive.
+		command string
+		stop    func(t *testing.T, r *proc, child int)
+		exit    int
+	}{
+		{"runner killed", "sleep 1000 & echo $! > %[1]s; wait",
+			func(t *testing.T, r *proc, _ int) { r.signal(syscall.SIGKILL) }, -1},
+		{"job ended by itself", "sleep 1000 >/dev/null 2>&1 & echo $! > %[1]s; while [ ! -e %[2]s ]; do sleep 0.01; done",
+			func(t *testing.T, r *proc, child int) {
+				r.waitLine(`job j-1 ended: exit status 0; reported`, 1)
+				waitGone(t, child) // with the job, not with the runner
+				r.signal(syscall.SIGTERM)
+			}, 0},
+		{"drained, ignoring SIGTERM", `(trap "" TERM; exec sleep 1000 >/dev/null 2>&1) & echo $! > %[1]s; wait`,
+			func(t *testing.T, r *proc, _ int) {
+				r.signal(syscall.SIGTERM)
+				r.waitLine(`job j-1 ended: signal: terminated`, 1)
+			}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			pids, gate := fifo(t), filepath.Join(t.TempDir(), "gate")
+			e.enqueue(fmt.Sprintf(tt.command, pids, gate))
+			r := e.runner(nil, "-grace", "30s")
+			pgid := startedGroup(t, r)
+			child, err := strconv.Atoi(readLine(t, pids))
+			require.NoError(t, err)
+			require.True(t, alive(child))
+			require.NoError(t, os.WriteFile(gate, nil, 0o644))
+
+			tt.stop(t, r, child)
+			assert.Equal(t, tt.exit, r.waitExit())
+			waitGone(t, child)
+			waitGroupGone(t, pgid)
+		})
+	}
+}
+
+// startedGroup waits for job j-1 to start and returns its process group.
+func startedGroup(t *testing.T, r *proc) int {
+	t.Helper()
+	line := r.waitLine(`job j-1 started \(process group \d+\)`, 1)
+	pgid, err := strconv.Atoi(regexp.MustCompile(`process group (\d+)`).FindStringSubmatch(line)[1])
+	require.NoError(t, err)
+	return pgid
+}
+
+// alive reports whether pid is a live process (a zombie is dead).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// waitGone waits until pid is dead, for at most wait, and kills it if it
+// is not, so that a failed test leaves nothing behind.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	if !eventually(func() bool { return !alive(pid) }) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("process %d is still running after %v", pid, wait)
+	}
+}
+
+// waitGroupGone waits until no process of the group pgid is alive, for at
+// most wait, and kills the group if one is.
+func waitGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	if !eventually(func() bool { return len(liveInGroup(t, pgid)) == 0 }) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		t.Fatalf("processes %v of group %d are still running after %v", liveInGroup(t, pgid), pgid, wait)
+	}
+}
+
+// eventually polls cond until it holds, for at most wait, and reports
+// whether it did.
+func eventually(cond func() bool) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(wait)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-timeout:
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,51 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	ossignal "os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/termsig/termsig"
+)
+
+// runnerIDEnv carries the registration across a re-exec on SIGHUP.
+const runnerIDEnv = "TERMSIG_RUNNER_ID"
+
+// requestReload handles SIGHUP, "finish, then restart": the runner claims
+// no new job (see mayClaim), and the loop re-executes it once the current
+// job has ended and its result is reported.
+func (r *runner) requestReload(nt termsig.Notice) {
+	r.reload = true
+	if r.job != nil {
+		r.tl.Printf("reload requested (%s): finishing job %s, then re-executing; the registration is kept", nt.Reason, r.job.job.ID)
+	}
+}
+
+// restart re-executes the runner's binary in place (same pid, so systemd
+// keeps tracking it), keeping the registration. It returns only if exec
+// fails, with a failure status so that systemd restarts the runner rather
+// than leaving it dead.
+func (r *runner) restart() int {
+	exe, err := os.Executable()
+	if err == nil {
+		r.tl.Printf("re-executing %s, keeping registration %s", exe, r.id)
+		r.notify("RELOADING=1")
+		// Until the new image installs its handler, a second SIGHUP must
+		// not kill the runner: an ignored signal stays ignored across
+		// execve, and Go keeps an inherited SIG_IGN for SIGHUP until
+		// signal.Notify asks for it. (SIGTERM cannot be carried over that
+		// way; a SIGTERM in that instant ends the runner, which is what
+		// SIGTERM asks for, and its registration is removed by the next
+		// start.)
+		ossignal.Ignore(syscall.SIGHUP)
+		r.stop()
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, runnerIDEnv+"=") })
+		err = syscall.Exec(exe, os.Args, append(env, runnerIDEnv+"="+r.id))
+	}
+	r.tl.Printf("re-exec failed: %v; exit %d so that systemd restarts the runner", err, exitReexec)
+	return exitReexec
+}
