@@ -433,3 +433,39 @@ func TestLogHandlerMayCallStatus(t *testing.T) {
 	h.n <- n
 	closed(t, h.seen, "the handler's Status call")
 }
+
+// localReady is a local ReadyReporter that is ready at once.
+type localReady struct{}
+
+func (localReady) Name() string       { return "local" }
+func (localReady) ReportsReady() bool { return true }
+func (localReady) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
+	termsig.Ready(ctx)
+	<-ctx.Done()
+	return nil
+}
+
+func TestReadyIsClosedWhenNewReturnsForLocalSources(t *testing.T) {
+	for range 300 {
+		n := quiet().New(localReady{})
+		select {
+		case <-n.Ready():
+		default:
+			n.Stop()
+			t.Fatal("New returned for its only, local source before Ready was closed")
+		}
+		n.Stop()
+	}
+}
+
+func TestStatusCountsANoticeOnceItIsReceived(t *testing.T) {
+	for range 300 {
+		f := termsigtest.NewFake("f")
+		n := quiet().New(f)
+		f.Send(termsig.Notice{Kind: termsig.Terminate})
+		receive(t, n.C())
+		require.Equal(t, 1, n.Status()[0].Notices)
+		require.False(t, n.Status()[0].LastHeard.IsZero())
+		n.Stop()
+	}
+}

@@ -421,14 +421,16 @@ func (r *run) requestReady(ctx context.Context) {
 
 func (r *run) markReady() {
 	r.readyOnce.Do(func() {
-		close(r.ready)
 		r.n.mu.Lock()
 		r.n.unready--
 		all := r.n.unready == 0
 		r.n.mu.Unlock()
+		// The Notifier's first: New, which waits for r.ready, must not
+		// return before Notifier.Ready says the same.
 		if all {
 			close(r.n.ready)
 		}
+		close(r.ready)
 	})
 }
 
@@ -497,6 +499,9 @@ func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{
 			if nt.Observed.IsZero() {
 				nt.Observed = time.Now()
 			}
+			// Counted before the send, so that a consumer that has the
+			// notice finds it in Status; taken back if it is dropped.
+			r.count(1)
 			select {
 			case r.n.c <- nt:
 				r.delivered(nt)
@@ -505,6 +510,7 @@ func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{
 				case r.n.c <- nt:
 					r.delivered(nt)
 				default:
+					r.count(-1)
 					r.n.log.Warn("termsig: notice dropped at Stop: nobody was reading", "source", r.name, "notice", nt)
 				}
 				return
@@ -513,11 +519,17 @@ func (r *run) forward(ctx context.Context, in <-chan Notice, done <-chan struct{
 	}
 }
 
-func (r *run) delivered(nt Notice) {
+// count adds d to the notices put on C, and stamps the source as heard.
+func (r *run) count(d int) {
 	r.mu.Lock()
-	r.notices++
-	r.heard = time.Now()
+	r.notices += d
+	if d > 0 {
+		r.heard = time.Now()
+	}
 	r.mu.Unlock()
+}
+
+func (r *run) delivered(nt Notice) {
 	// Enabled first: building the line costs more than delivering the notice.
 	if r.n.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.n.log.Debug("termsig: notice", "source", r.name, "notice", nt)
