@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/health"
 )
 
 // Name is the name of the source, in notices and in termsig.Notifier.Status.
@@ -21,14 +21,29 @@ const Name = "acpi"
 // source: a press of the power button.
 const EventPowerButton = "power-button"
 
-// Defaults of [Config].
+// The default places of [Config], below [Config.Root].
 const (
 	DefaultAcpidSocket  = "/var/run/acpid.socket"
 	DefaultInputDevices = "/dev/input/event*"
-	DefaultSysfsRoot    = "/sys"
-	DefaultDedupeWindow = 2 * time.Second
-	DefaultBackoffBase  = 100 * time.Millisecond
-	DefaultBackoffMax   = 5 * time.Second
+)
+
+// sysfsDir is where sysfs is mounted, below Config.Root: the key
+// capabilities of device eventN are read from
+// sysfsDir/class/input/eventN/device/capabilities/key and its name from
+// .../device/name.
+const sysfsDir = "/sys"
+
+// The defaults of the Config fields that only tests set (export_test.go):
+// they are what a host needs, so no user has a reason to change them.
+const (
+	// defaultDedupeWindow is how long after a press that gave a notice
+	// further presses are taken for the same one: one press reaches
+	// several transports, and acpid reports it twice.
+	defaultDedupeWindow = 2 * time.Second
+	// defaultBackoff and defaultMaxBackoff bound the wait before
+	// reconnecting to acpid or re-subscribing to netlink after a failure.
+	defaultBackoff    = 100 * time.Millisecond
+	defaultMaxBackoff = 5 * time.Second
 )
 
 // A Transport is a way the power button reaches user space, or a set of
@@ -76,28 +91,30 @@ func (t Transport) String() string {
 //
 // A transport that is missing from its default place is simply not used.
 // A place that the Config sets is a promise that the transport is there.
-// Watch (and [Source.Available]) check the Config first, and Watch returns
-// an error that starts "acpi: " and names the field, which a
+// Watch (and [Source.Available]) check the Config first, and return an
+// error that starts "acpi: " and names the field, which a
 // [termsig.Notifier] shows as a failed source, if
 //
 //   - Transports has bits outside AllTransports;
-//   - BackoffBase or BackoffMax is negative;
 //   - on Linux, for a transport that Transports selects: AcpidSocket is
 //     set and is not there or is not a socket, or InputDevices is set and
 //     is not a valid glob (see filepath.Match) or matches no file.
 //
-// The first two are checked on every system; the paths only on Linux,
-// where they mean something.
+// The first is checked on every system; the paths only on Linux, where
+// they mean something.
 type Config struct {
 	// Transports are the transports to use when they are available; zero
 	// means AllTransports.
 	Transports Transport
 
 	// Root is the directory below which the default places are looked
-	// for (DefaultAcpidSocket, DefaultInputDevices, DefaultSysfsRoot);
-	// empty means "/". A test, or sources.Detect under a fake root,
-	// points it at a directory laid out like "/". Paths set below are
-	// used as they are.
+	// for (DefaultAcpidSocket, DefaultInputDevices, and sysfs at /sys);
+	// empty means "/". Set it when the program runs in a container that
+	// sees the host's root filesystem under another directory, such as
+	// /host. sources.Detect hands its own Root down, and a test points it
+	// at a fake host laid out like "/" (see acpitest.Input.Root). The
+	// netlink transport is the kernel's and does not depend on it; paths
+	// set below are used as they are.
 	Root string
 
 	// AcpidSocket is the path of acpid's socket; empty means
@@ -107,29 +124,9 @@ type Config struct {
 
 	// InputDevices is a glob of the input device nodes to consider; empty
 	// means DefaultInputDevices, "/dev/input/event*" (below Root). Symbolic
-	// links (such as /dev/input/by-path/*-event-kbd) are followed.
+	// links (such as /dev/input/by-path/*-event-kbd) are followed. Each
+	// device's capabilities are read from sysfs below Root.
 	InputDevices string
-
-	// SysfsRoot is where sysfs is mounted; empty means DefaultSysfsRoot,
-	// "/sys" (below Root). The key capabilities of device eventN are read
-	// from SysfsRoot/class/input/eventN/device/capabilities/key and its
-	// name from .../device/name.
-	SysfsRoot string
-
-	// DedupeWindow is how long after a press that gave a notice further
-	// presses are taken for the same one and dropped: one press reaches
-	// several transports, and acpid reports it twice. Zero means
-	// DefaultDedupeWindow, 2 s; a negative value turns deduplication off,
-	// so that every report is a notice.
-	DedupeWindow time.Duration
-
-	// BackoffBase and BackoffMax bound the wait before reconnecting to
-	// acpid or re-subscribing to netlink after a failure: it starts at
-	// BackoffBase and doubles up to BackoffMax (a BackoffMax below
-	// BackoffBase is taken as BackoffBase). Zero means DefaultBackoffBase
-	// (100 ms) and DefaultBackoffMax (5 s); negative values are an error.
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
 
 	// Logger receives one line per change of state that is not health
 	// (which transports are watched, an input device gone, a press) and,
@@ -139,6 +136,11 @@ type Config struct {
 	// and the Notifier logs each change. Nil means slog.Default(); pass
 	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
+
+	// Set by tests only (export_test.go); zero means the default.
+	dedupeWindow time.Duration // defaultDedupeWindow; negative: every report is a notice
+	backoff      time.Duration // defaultBackoff
+	maxBackoff   time.Duration // defaultMaxBackoff; below backoff means backoff
 }
 
 // A Source reports presses of the ACPI power button as termsig.Terminate
@@ -147,68 +149,58 @@ type Config struct {
 // A Source has no state of its own between calls: it may be watched by
 // several Notifiers at once, each with its own sockets and files.
 type Source struct {
-	cfg   Config // with the defaults filled in
-	given Config // as given to New: which places were set explicitly
+	cfg Config // as given to New: which places were set explicitly
 }
 
 // New returns a Source configured by cfg. It checks nothing and opens
 // nothing: Watch does.
-func New(cfg Config) *Source {
-	s := &Source{given: cfg}
-	if cfg.Transports == 0 {
-		cfg.Transports = AllTransports
+func New(cfg Config) *Source { return &Source{cfg: cfg} }
+
+// withDefaults returns c with each zero field set to its default and the
+// default places below Root. It is the one place where the defaults are
+// applied; check looks at the Config as given, since a place it sets is a
+// promise and a default place is not.
+func (c Config) withDefaults() Config {
+	if c.Transports == 0 {
+		c.Transports = AllTransports
 	}
-	under := func(path string) string {
-		if cfg.Root == "" || cfg.Root == "/" {
-			return path
-		}
-		return filepath.Join(cfg.Root, path)
+	if c.AcpidSocket == "" {
+		c.AcpidSocket = c.under(DefaultAcpidSocket)
 	}
-	if cfg.AcpidSocket == "" {
-		cfg.AcpidSocket = under(DefaultAcpidSocket)
+	if c.InputDevices == "" {
+		c.InputDevices = c.under(DefaultInputDevices)
 	}
-	if cfg.InputDevices == "" {
-		cfg.InputDevices = under(DefaultInputDevices)
+	if c.dedupeWindow == 0 {
+		c.dedupeWindow = defaultDedupeWindow
 	}
-	if cfg.SysfsRoot == "" {
-		cfg.SysfsRoot = under(DefaultSysfsRoot)
+	if c.backoff <= 0 {
+		c.backoff = defaultBackoff
 	}
-	if cfg.DedupeWindow == 0 {
-		cfg.DedupeWindow = DefaultDedupeWindow
+	if c.maxBackoff <= 0 {
+		c.maxBackoff = defaultMaxBackoff
 	}
-	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = DefaultBackoffBase
+	c.maxBackoff = max(c.maxBackoff, c.backoff)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
-	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = DefaultBackoffMax
-	}
-	cfg.BackoffMax = max(cfg.BackoffMax, cfg.BackoffBase)
-	s.cfg = cfg
-	return s
+	return c
 }
 
-// logger returns the Config's Logger, or slog.Default() if it has none.
-func (s *Source) logger() *slog.Logger {
-	if s.cfg.Logger != nil {
-		return s.cfg.Logger
+// under returns path below c.Root.
+func (c Config) under(path string) string {
+	if c.Root == "" || c.Root == "/" {
+		return path
 	}
-	return slog.Default()
+	return filepath.Join(c.Root, path)
 }
 
 // check returns the error that Watch returns at once for a Config that
-// cannot work (see [Config]).
-func (s *Source) check() error {
-	g := s.given
-	if g.Transports&^AllTransports != 0 {
-		return fmt.Errorf("acpi: Config.Transports (%v) has bits outside AllTransports", g.Transports)
+// cannot work (see [Config]). c is the Config as given.
+func (c Config) check() error {
+	if c.Transports&^AllTransports != 0 {
+		return fmt.Errorf("acpi: Config.Transports (%v) has bits outside AllTransports", c.Transports)
 	}
-	if g.BackoffBase < 0 {
-		return fmt.Errorf("acpi: Config.BackoffBase is negative (%v); zero means the default", g.BackoffBase)
-	}
-	if g.BackoffMax < 0 {
-		return fmt.Errorf("acpi: Config.BackoffMax is negative (%v); zero means the default", g.BackoffMax)
-	}
-	return s.checkPaths()
+	return c.checkPaths()
 }
 
 // ReportsReady makes Source a [termsig.ReadyReporter] and returns true: its
@@ -224,27 +216,39 @@ func (s *Source) ReportsReady() bool { return true }
 // Name returns "acpi".
 func (s *Source) Name() string { return Name }
 
-// Available returns the transports that Watch would use if it started now:
-// those of Config.Transports that are present on this host. Zero means that
-// Watch would return ErrUnavailable. It is quick and local (a netlink
-// request to the kernel, a stat, a few sysfs files; no network), so that
-// sources.Detect may call it. It returns zero on systems other than Linux.
+// Available reports whether Watch would find a transport if it started
+// now. It is quick and local (a netlink request to the kernel, a stat, a
+// few sysfs files; no network), so that sources.Detect may call it. It
+// returns:
 //
-// If the Config cannot work (see [Config]), Available returns the
-// transports the Config names without looking, not zero: Watch would fail
-// rather than find nothing, and a caller that picks sources with
-// Available, such as sources.Detect, should keep the source so that its
-// failure shows rather than leave it out quietly.
-func (s *Source) Available() Transport {
-	if s.check() != nil {
-		return s.cfg.Transports
+//   - the error that Watch would return at once if the Config cannot work
+//     (see [Config]), on any host: a source that cannot work because of
+//     its Config should fail where it shows, so a caller that picks
+//     sources with Available, such as sources.Detect, should keep this one
+//     and let Watch fail rather than leave it out quietly;
+//   - an error wrapping [termsig.ErrUnavailable] when none of the
+//     transports of Config.Transports is there, and always on systems
+//     other than Linux;
+//   - nil otherwise. Watch logs which transports it uses when it starts.
+func (s *Source) Available() error {
+	if err := s.cfg.check(); err != nil {
+		return err
 	}
-	var t Transport
-	for _, tr := range s.open() {
-		t |= tr.kind()
-		tr.close()
+	c := s.cfg.withDefaults()
+	ts := c.open()
+	for _, t := range ts {
+		t.close()
 	}
-	return t
+	if len(ts) == 0 {
+		return c.unavailable()
+	}
+	return nil
+}
+
+// unavailable is the error of a source that finds no transport.
+func (c Config) unavailable() error {
+	return fmt.Errorf("acpi: no power-button transport (netlink family %s, acpid socket %s, input devices %s with KEY_POWER): %w",
+		genlFamily, c.AcpidSocket, c.InputDevices, termsig.ErrUnavailable)
 }
 
 // Watch sends a termsig.Terminate notice for each press of the power
@@ -258,9 +262,9 @@ func (s *Source) Available() Transport {
 //   - Its first look is the netlink subscription, the input devices
 //     opened and a first attempt to connect to acpid; then it calls
 //     [termsig.Ready] (see [Source.ReportsReady]).
-//   - One press gives one notice, however many transports report it (see
-//     Config.DedupeWindow). Its Event is [EventPowerButton]; its Reason
-//     names the device and the transport, such as "power button
+//   - One press gives one notice, however many transports report it
+//     (see the package documentation). Its Event is [EventPowerButton];
+//     its Reason names the device and the transport, such as "power button
 //     LNXPWRBN:00 (netlink)"; its Deadline is zero (unknown); Raw is the
 //     acpid line, the netlink event in acpid's format, or the input_event
 //     record in hex.
@@ -269,7 +273,8 @@ func (s *Source) Available() Transport {
 //   - When acpid goes away, or the netlink subscription fails, Watch
 //     reconnects with backoff and reports the failure with
 //     termsig.ReportError until it works again; it does not log it
-//     itself.
+//     itself. Each connection counts as hearing from the origin
+//     ([termsig.Heard]).
 //   - It returns an error other than ctx's only when every transport it
 //     used has ended for good, which happens only to input devices (a
 //     device removed, a recording read to its end).
@@ -277,37 +282,41 @@ func (s *Source) Available() Transport {
 // Watch returns within milliseconds of ctx being done and leaves no
 // goroutine, open socket or file behind.
 func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
-	if err := s.check(); err != nil {
+	if err := s.cfg.check(); err != nil {
 		return err
 	}
-	return s.watch(ctx, out, s.open())
+	c := s.cfg.withDefaults()
+	return c.watch(ctx, out, c.open())
 }
 
-func (s *Source) watch(ctx context.Context, out chan<- termsig.Notice, ts []transport) error {
+// watch runs the transports ts, each in its own goroutine, and hands their
+// presses on to out until ctx is done or every transport has ended. It
+// returns when they have all returned.
+func (c Config) watch(ctx context.Context, out chan<- termsig.Notice, ts []transport) error {
 	if len(ts) == 0 {
-		return fmt.Errorf("acpi: no power-button transport (netlink family %s, acpid socket %s, input devices %s with KEY_POWER): %w",
-			genlFamily, s.cfg.AcpidSocket, s.cfg.InputDevices, termsig.ErrUnavailable)
+		return c.unavailable()
 	}
 	var used Transport
 	for _, t := range ts {
 		used |= t.kind()
 	}
-	w := &watcher{s: s, log: s.logger(), presses: make(chan press)}
+	w := &watcher{cfg: c, log: c.Logger, presses: make(chan press), health: health.New(ctx, len(ts))}
 	w.log.Info("acpi: watching the power button", "transports", used.String())
-	// Each transport calls looked after its first attempt; the last one
-	// calls termsig.Ready.
-	w.unlooked.Store(int32(len(ts)))
 
 	// Buffered for every transport, so that none waits to say it ended.
 	ended := make(chan error, len(ts))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for _, t := range ts {
-		wg.Go(func() { ended <- t.run(ctx, w) })
+	for i, t := range ts {
+		wg.Go(func() { ended <- t.run(ctx, w, i) })
 	}
+	return w.forward(ctx, out, ended, len(ts))
+}
 
-	d := deduper{window: s.cfg.DedupeWindow}
-	live := len(ts)
+// forward sends a notice for each press that is not the same press again,
+// until ctx is done or the live transports have all ended.
+func (w *watcher) forward(ctx context.Context, out chan<- termsig.Notice, ended <-chan error, live int) error {
+	d := deduper{window: w.cfg.dedupeWindow}
 	var errs []error
 	for {
 		select {
@@ -356,10 +365,11 @@ type transport interface {
 	kind() Transport
 	// run reports presses to w until ctx is done, then releases what the
 	// transport holds and returns nil. It returns an error when the
-	// transport has ended for good. It calls w.looked once, after its
-	// first attempt at its origin (at once if open made it), unless ctx
-	// ends first.
-	run(ctx context.Context, w *watcher) error
+	// transport has ended for good. The transport is part i of the
+	// source's health: run calls w.health.Looked(i) after its first
+	// attempt at its origin (at once if open made it), unless ctx ends
+	// first, and reports its failures with w.health.Set(i, err).
+	run(ctx context.Context, w *watcher, i int) error
 	// close releases what open acquired, for a transport that never runs.
 	close()
 }
@@ -374,21 +384,13 @@ type press struct {
 
 // A watcher is the state that one Watch shares with its transports.
 type watcher struct {
-	s        *Source
-	log      *slog.Logger
-	presses  chan press
-	unlooked atomic.Int32 // transports that have not called looked
-
-	mu   sync.Mutex
-	errs [3]error // by transport: netlink, acpid, input
-}
-
-// looked tells Watch that a transport has made its first attempt; after
-// the last one, the source has had its first look.
-func (w *watcher) looked(ctx context.Context) {
-	if w.unlooked.Add(-1) == 0 {
-		termsig.Ready(ctx)
-	}
+	cfg     Config // with the defaults applied
+	log     *slog.Logger
+	presses chan press
+	// health holds each transport's state, numbered as they were opened:
+	// the source reports the error of the one that has failed longest,
+	// and is ready once each has made its first attempt.
+	health *health.Parts
 }
 
 // press hands p to Watch. It returns false if ctx ended first.
@@ -404,21 +406,6 @@ func (w *watcher) press(ctx context.Context, p press) bool {
 // ignore logs an event that is not a press, at debug level.
 func (w *watcher) ignore(t Transport, why, raw string) {
 	w.log.Debug("acpi: event ignored", "transport", t.String(), "why", why, "raw", clip(raw))
-}
-
-// health records the state of transport t (err nil: it works) and reports
-// the failures of all transports together with termsig.ReportError, so
-// that one transport recovering does not hide another one's failure.
-func (w *watcher) health(ctx context.Context, t Transport, err error) {
-	i := 0
-	for t > 1 {
-		t >>= 1
-		i++
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock() // ReportError is called under mu so that reports keep their order
-	w.errs[i] = err
-	termsig.ReportError(ctx, errors.Join(w.errs[:]...))
 }
 
 // A deduper drops the presses that arrive within window of the press that

@@ -23,10 +23,11 @@ import (
 )
 
 // checkPaths returns an error for a place that the Config sets for a
-// transport it selects, and that cannot be used (see [Config]).
-func (s *Source) checkPaths() error {
-	want := s.cfg.Transports
-	if p := s.given.AcpidSocket; p != "" && want&Acpid != 0 {
+// transport it selects, and that cannot be used (see [Config]). c is the
+// Config as given.
+func (c Config) checkPaths() error {
+	want := c.withDefaults().Transports
+	if p := c.AcpidSocket; p != "" && want&Acpid != 0 {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return fmt.Errorf("acpi: Config.AcpidSocket: %w", err)
@@ -35,7 +36,7 @@ func (s *Source) checkPaths() error {
 			return fmt.Errorf("acpi: Config.AcpidSocket: %s is not a socket", p)
 		}
 	}
-	if p := s.given.InputDevices; p != "" && want&Input != 0 {
+	if p := c.InputDevices; p != "" && want&Input != 0 {
 		m, err := filepath.Glob(p)
 		if err != nil {
 			return fmt.Errorf("acpi: Config.InputDevices %q: %w", p, err)
@@ -48,11 +49,12 @@ func (s *Source) checkPaths() error {
 }
 
 // open returns the selected transports that are available now. Failures
-// are logged at debug level: a missing transport is the common case.
-func (s *Source) open() []transport {
+// are logged at debug level: a missing transport is the common case. c has
+// the defaults applied.
+func (c Config) open() []transport {
 	var ts []transport
-	want := s.cfg.Transports
-	log := s.logger()
+	want := c.Transports
+	log := c.Logger
 	if want&Netlink != 0 {
 		c, err := dialNetlink()
 		if err != nil {
@@ -64,18 +66,18 @@ func (s *Source) open() []transport {
 	if want&Acpid != 0 {
 		// Only look: acpid is connected to in run, where failures are
 		// retried.
-		fi, err := os.Stat(s.cfg.AcpidSocket)
+		fi, err := os.Stat(c.AcpidSocket)
 		switch {
 		case err != nil:
 			log.Debug("acpi: acpid unavailable", "err", err)
 		case fi.Mode()&os.ModeSocket == 0:
-			log.Debug("acpi: acpid unavailable: not a socket", "path", s.cfg.AcpidSocket)
+			log.Debug("acpi: acpid unavailable: not a socket", "path", c.AcpidSocket)
 		default:
-			ts = append(ts, &acpidTransport{path: s.cfg.AcpidSocket})
+			ts = append(ts, &acpidTransport{path: c.AcpidSocket})
 		}
 	}
 	if want&Input != 0 {
-		ts = append(ts, s.openInputs()...)
+		ts = append(ts, c.openInputs()...)
 	}
 	return ts
 }
@@ -101,25 +103,17 @@ func onDone(ctx context.Context, unblock func()) (release func()) {
 }
 
 // retry runs session again and again until ctx is done: each failure is
-// reported with termsig.ReportError (the Notifier logs each change), then
+// recorded as the health of part i (the Notifier logs each change), then
 // waited out with backoff. A session reports through ok that it has
 // connected, and returns whether it made progress, which resets the
-// backoff. The first connection or failure is the transport's first
-// attempt (see [watcher.looked]).
-func retry(ctx context.Context, w *watcher, t Transport, session func(ok func()) (progress bool, err error)) {
+// backoff. The first connection or failure is the transport's first look.
+func retry(ctx context.Context, w *watcher, i int, session func(ok func()) (progress bool, err error)) {
 	// No jitter: one process per host reconnects to its own acpid or
 	// kernel, so there is no herd to spread.
-	b := backoff.Backoff{Base: w.s.cfg.BackoffBase, Max: w.s.cfg.BackoffMax}
-	first := true
-	looked := func() {
-		if first {
-			first = false
-			w.looked(ctx)
-		}
-	}
+	b := backoff.Backoff{Base: w.cfg.backoff, Max: w.cfg.maxBackoff}
 	ok := func() {
-		w.health(ctx, t, nil)
-		looked()
+		w.health.Set(i, nil)
+		w.health.Looked(i)
 	}
 	for ctx.Err() == nil {
 		progress, err := session(ok)
@@ -129,8 +123,8 @@ func retry(ctx context.Context, w *watcher, t Transport, session func(ok func())
 		if progress {
 			b.Reset()
 		}
-		w.health(ctx, t, err)
-		looked()
+		w.health.Set(i, err)
+		w.health.Looked(i) // after the first attempt; again does nothing
 		if !backoff.Sleep(ctx, b.Next()) {
 			return
 		}
@@ -187,10 +181,10 @@ func (t *netlinkTransport) close() {
 
 // run receives on the subscription that open made, and subscribes again
 // after a failure.
-func (t *netlinkTransport) run(ctx context.Context, w *watcher) error {
+func (t *netlinkTransport) run(ctx context.Context, w *watcher, i int) error {
 	defer t.close()
 	w.log.Debug("acpi: netlink subscribed", "port", t.conn.nl.PID())
-	retry(ctx, w, Netlink, func(ok func()) (bool, error) {
+	retry(ctx, w, i, func(ok func()) (bool, error) {
 		if t.conn == nil {
 			c, err := dialNetlink()
 			if err != nil {
@@ -265,9 +259,9 @@ const acpidMaxLine = 512
 // termsig.New waits for, so it must stay short.
 const acpidDialTimeout = time.Second
 
-func (t *acpidTransport) run(ctx context.Context, w *watcher) error {
+func (t *acpidTransport) run(ctx context.Context, w *watcher, i int) error {
 	d := net.Dialer{Timeout: acpidDialTimeout}
-	retry(ctx, w, Acpid, func(ok func()) (bool, error) {
+	retry(ctx, w, i, func(ok func()) (bool, error) {
 		conn, err := d.DialContext(ctx, "unix", t.path)
 		if err != nil {
 			return false, fmt.Errorf("acpi: acpid: %w", err)
@@ -332,16 +326,16 @@ func (t *acpidTransport) read(ctx context.Context, w *watcher, conn net.Conn) (p
 // openInputs opens the input devices that match the glob and have
 // KEY_POWER. A device that cannot be read (permissions: event devices are
 // usually root:input 0660) is skipped.
-func (s *Source) openInputs() []transport {
-	log := s.logger()
-	paths, err := filepath.Glob(s.cfg.InputDevices)
+func (c Config) openInputs() []transport {
+	log := c.Logger
+	paths, err := filepath.Glob(c.InputDevices)
 	if err != nil {
-		log.Debug("acpi: input devices unavailable", "glob", s.cfg.InputDevices, "err", err)
+		log.Debug("acpi: input devices unavailable", "glob", c.InputDevices, "err", err)
 		return nil
 	}
 	var ts []transport
 	for _, p := range paths {
-		name, err := s.powerKeyDevice(p)
+		name, err := c.powerKeyDevice(p)
 		if err != nil {
 			log.Debug("acpi: input device skipped", "path", p, "err", err)
 			continue
@@ -357,19 +351,20 @@ func (s *Source) openInputs() []transport {
 		ts = append(ts, &inputTransport{path: p, name: name, f: f})
 	}
 	if len(ts) == 0 {
-		log.Debug("acpi: input unavailable: no readable device with KEY_POWER", "glob", s.cfg.InputDevices)
+		log.Debug("acpi: input unavailable: no readable device with KEY_POWER", "glob", c.InputDevices)
 	}
 	return ts
 }
 
 // powerKeyDevice returns the name of the input device at path if its key
-// capabilities include KEY_POWER, and an error otherwise.
-func (s *Source) powerKeyDevice(path string) (name string, err error) {
+// capabilities in sysfs (below Root) include KEY_POWER, and an error
+// otherwise.
+func (c Config) powerKeyDevice(path string) (name string, err error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", err
 	}
-	dev := filepath.Join(s.cfg.SysfsRoot, "class", "input", filepath.Base(real), "device")
+	dev := filepath.Join(c.under(sysfsDir), "class", "input", filepath.Base(real), "device")
 	caps, err := os.ReadFile(filepath.Join(dev, "capabilities", "key"))
 	if err != nil {
 		return "", err
@@ -396,9 +391,9 @@ func (t *inputTransport) close()          { t.f.Close() }
 
 // run reads input_event records until ctx is done. An input device does not
 // come back once it has gone, so an error ends the transport for good.
-func (t *inputTransport) run(ctx context.Context, w *watcher) error {
+func (t *inputTransport) run(ctx context.Context, w *watcher, i int) error {
 	defer t.close()
-	w.looked(ctx) // open opened the device
+	w.health.Looked(i) // open opened the device
 	w.log.Debug("acpi: reading input device", "path", t.path, "name", t.name)
 	// A regular file (a recording) cannot take a deadline, but reading it
 	// never blocks either.

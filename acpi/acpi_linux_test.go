@@ -83,7 +83,7 @@ func TestAcpidPowerButton(t *testing.T) {
 	fake := newAcpid(t)
 	logs := newLogRecorder()
 	src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), Logger: logs.logger()})
-	assert.Equal(t, acpi.Acpid, src.Available())
+	assert.NoError(t, src.Available())
 	n := start(t, logs, src)
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 
@@ -116,7 +116,7 @@ func TestAcpidPowerButton(t *testing.T) {
 func TestAcpidTrailingTokenAndEveryPressWithoutDedupe(t *testing.T) {
 	fake := newAcpid(t)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), DedupeWindow: -1, Logger: logs.logger()})
+	src := acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), Logger: logs.logger()}, acpi.Tuning{DedupeWindow: -1}))
 	n := start(t, logs, src)
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 
@@ -131,7 +131,7 @@ func TestAcpidTrailingTokenAndEveryPressWithoutDedupe(t *testing.T) {
 func TestAcpidMalformedInputIsNeverANotice(t *testing.T) {
 	fake := newAcpid(t)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), DedupeWindow: -1, Logger: logs.logger()})
+	src := acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), Logger: logs.logger()}, acpi.Tuning{DedupeWindow: -1}))
 	n := start(t, logs, src)
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 
@@ -160,10 +160,10 @@ func TestAcpidMalformedInputIsNeverANotice(t *testing.T) {
 func TestAcpidReconnects(t *testing.T) {
 	fake := newAcpid(t)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{
-		Transports: acpi.Acpid, AcpidSocket: fake.Path(), Logger: logs.logger(),
-		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond, DedupeWindow: -1,
-	})
+	src := acpi.New(acpi.Tune(
+		acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), Logger: logs.logger()},
+		acpi.Tuning{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, DedupeWindow: -1},
+	))
 	n := start(t, logs, src)
 	ctx := ctxWait(t)
 	require.NoError(t, fake.WaitClients(ctx, 1))
@@ -206,8 +206,11 @@ func TestAcpidNotListeningYetIsRetried(t *testing.T) {
 	require.NoError(t, stale.Close())
 
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: logs.logger()})
-	assert.Equal(t, acpi.Acpid, src.Available())
+	src := acpi.New(acpi.Tune(
+		acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), Logger: logs.logger()},
+		acpi.Tuning{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+	))
+	assert.NoError(t, src.Available())
 	n := start(t, logs, src)
 	logs.waitFor(t, logFailing, 1)
 	assert.ErrorIs(t, n.Status()[0].Err, syscall.ECONNREFUSED)
@@ -238,8 +241,8 @@ func TestInputPowerButton(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(power.Path()), "event99"), nil, 0o600))
 
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(), Logger: logs.logger()})
-	assert.Equal(t, acpi.Input, src.Available())
+	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), Root: in.Root(), Logger: logs.logger()})
+	assert.NoError(t, src.Available())
 	n := start(t, logs, src)
 	r := logs.waitFor(t, "acpi: reading input device", 1)
 	assert.Equal(t, power.Path(), attr(r, "path"))
@@ -283,7 +286,7 @@ func TestInputRecordingEndsTheSource(t *testing.T) {
 	_, err := in.AddRecording("Power Button", acpitest.PowerPress(time.Now()), acpitest.KeyPower)
 	require.NoError(t, err)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(), Logger: logs.logger()})
+	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), Root: in.Root(), Logger: logs.logger()})
 	n := start(t, logs, src)
 
 	nt := recv(t, n.C())
@@ -303,7 +306,7 @@ func TestInputDeviceGoneOthersGoOn(t *testing.T) {
 	b, err := in.AddDevice("Power Button", acpitest.KeyPower)
 	require.NoError(t, err)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(), Logger: logs.logger()})
+	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), Root: in.Root(), Logger: logs.logger()})
 	n := start(t, logs, src)
 	logs.waitFor(t, "acpi: reading input device", 2)
 
@@ -325,11 +328,13 @@ func TestOnePressOnSeveralTransportsIsOneNotice(t *testing.T) {
 	logs := newLogRecorder()
 	src := acpi.New(acpi.Config{
 		Transports:  acpi.Acpid | acpi.Input,
-		AcpidSocket: fake.Path(), InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(),
+		AcpidSocket: fake.Path(), InputDevices: in.Devices(), Root: in.Root(),
 		Logger: logs.logger(),
 	})
-	assert.Equal(t, acpi.Acpid|acpi.Input, src.Available())
+	assert.NoError(t, src.Available())
 	n := start(t, logs, src)
+	r := logs.waitFor(t, "acpi: watching the power button", 1)
+	assert.Equal(t, "acpid+input", attr(r, "transports"))
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 
 	// As on a real host: the input device, then acpid's two lines.
@@ -348,11 +353,10 @@ func TestDedupeOffGivesEveryReport(t *testing.T) {
 	in := newInput(t)
 	dev, err := in.AddDevice("Power Button", acpitest.KeyPower)
 	require.NoError(t, err)
-	src := acpi.New(acpi.Config{
+	src := acpi.New(acpi.Tune(acpi.Config{
 		Transports:  acpi.Acpid | acpi.Input,
-		AcpidSocket: fake.Path(), InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(),
-		DedupeWindow: -1,
-	})
+		AcpidSocket: fake.Path(), InputDevices: in.Devices(), Root: in.Root(),
+	}, acpi.Tuning{DedupeWindow: -1}))
 	n := start(t, newLogRecorder(), src)
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 	require.NoError(t, dev.PressPowerButton())
@@ -407,7 +411,7 @@ func TestUnavailable(t *testing.T) {
 				cfg.Transports = acpi.Acpid | acpi.Input
 			}
 			src := acpi.New(cfg)
-			assert.Zero(t, src.Available())
+			assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 				start := time.Now()
 				err := src.Watch(context.Background(), make(chan termsig.Notice))
@@ -426,8 +430,8 @@ func TestUnavailable(t *testing.T) {
 }
 
 // A Config that cannot work fails Watch at once, and shows as a failed
-// source; Available names its transports, so that sources.Detect keeps it
-// and the failure shows.
+// source; Available returns the same error, not ErrUnavailable, so that
+// sources.Detect keeps it and the failure shows.
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "acpid.socket")
@@ -439,8 +443,6 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown transport", acpi.Config{Transports: acpi.Acpid | 0x80}, "acpi: Config.Transports (acpid+transport(0x80)) has bits outside AllTransports"},
-		{"negative BackoffBase", acpi.Config{BackoffBase: -time.Second}, "acpi: Config.BackoffBase is negative (-1s); zero means the default"},
-		{"negative BackoffMax", acpi.Config{BackoffMax: -1}, "acpi: Config.BackoffMax is negative (-1ns); zero means the default"},
 		{"socket missing", acpi.Config{Transports: acpi.Acpid, AcpidSocket: none}, "acpi: Config.AcpidSocket: stat " + none + ": no such file or directory"},
 		{"socket missing, every transport", acpi.Config{AcpidSocket: none}, "acpi: Config.AcpidSocket: stat " + none + ": no such file or directory"},
 		{"not a socket", acpi.Config{Transports: acpi.Acpid, AcpidSocket: file}, "acpi: Config.AcpidSocket: " + file + " is not a socket"},
@@ -451,13 +453,11 @@ func TestConfigErrors(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Root = dir // nothing of the defaults there
 			src := acpi.New(cfg)
-			want := cfg.Transports
-			if want == 0 {
-				want = acpi.AllTransports
-			}
-			assert.Equal(t, want, src.Available(), "a source that cannot work is kept, to fail")
+			err := src.Available()
+			require.EqualError(t, err, tc.want, "a source that cannot work is kept, to fail")
+			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
 
-			err := src.Watch(context.Background(), make(chan termsig.Notice))
+			err = src.Watch(context.Background(), make(chan termsig.Notice))
 			require.EqualError(t, err, tc.want)
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
 
@@ -484,10 +484,10 @@ func TestInputDeviceWithoutPowerKeyIsUnavailable(t *testing.T) {
 	_, err = in.AddDevice("broken", acpitest.KeyPower)
 	require.NoError(t, err)
 	// Break the second device's bitmap.
-	require.NoError(t, os.WriteFile(filepath.Join(in.SysfsRoot(), "class/input/event1/device/capabilities/key"), []byte("zz\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(in.Root(), "sys/class/input/event1/device/capabilities/key"), []byte("zz\n"), 0o644))
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(), Logger: logs.logger()})
-	assert.Zero(t, src.Available())
+	src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), Root: in.Root(), Logger: logs.logger()})
+	assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
 	assert.Equal(t, 2, logs.count("acpi: input device skipped"))
 }
 
@@ -513,7 +513,7 @@ func TestNetlinkSubscribesForReal(t *testing.T) {
 	timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 		logs := newLogRecorder()
 		src := acpi.New(acpi.Config{Transports: acpi.Netlink, Logger: logs.logger()})
-		assert.Equal(t, acpi.Netlink, src.Available())
+		assert.NoError(t, src.Available())
 		n := start(t, logs, src)
 		r := logs.waitFor(t, "acpi: watching the power button", 1)
 		assert.Equal(t, "netlink", attr(r, "transports"))
@@ -534,7 +534,7 @@ func TestNetlinkSubscribesForReal(t *testing.T) {
 func TestNetlinkEndToEnd(t *testing.T) {
 	fam := netlinkFamily(t)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{Transports: acpi.Netlink, Logger: logs.logger(), DedupeWindow: -1})
+	src := acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Netlink, Logger: logs.logger()}, acpi.Tuning{DedupeWindow: -1}))
 	n := start(t, logs, src)
 	port, err := strconv.ParseUint(attr(logs.waitFor(t, "acpi: netlink subscribed", 1), "port"), 10, 32)
 	require.NoError(t, err)
@@ -610,10 +610,9 @@ func stopPromptly(t *testing.T, setup func(*testing.T, *acpitest.Acpid, *acpites
 	dev, err := in.AddDevice("Power Button", acpitest.KeyPower)
 	require.NoError(t, err)
 	logs := newLogRecorder()
-	src := acpi.New(acpi.Config{
-		AcpidSocket: fake.Path(), InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(),
-		BackoffBase: time.Hour, DedupeWindow: -1, Logger: logs.logger(),
-	})
+	src := acpi.New(acpi.Tune(acpi.Config{
+		AcpidSocket: fake.Path(), InputDevices: in.Devices(), Root: in.Root(), Logger: logs.logger(),
+	}, acpi.Tuning{Backoff: time.Hour, DedupeWindow: -1}))
 	n := termsig.Config{Logger: logs.logger(), Buffer: 1}.New(src)
 	require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 	logs.waitFor(t, "acpi: reading input device", 1)
@@ -639,7 +638,7 @@ func TestStopIsNeverAFailure(t *testing.T) {
 	in := newInput(t)
 	_, err := in.AddDevice("Power Button", acpitest.KeyPower)
 	require.NoError(t, err)
-	src := acpi.New(acpi.Config{AcpidSocket: fake.Path(), InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot()})
+	src := acpi.New(acpi.Config{AcpidSocket: fake.Path(), InputDevices: in.Devices(), Root: in.Root()})
 	for i := range 200 {
 		ctx, cancel := context.WithCancel(context.Background())
 		if i%2 == 1 {
@@ -702,7 +701,7 @@ func TestReadyAfterFirstAttempts(t *testing.T) {
 		require.NoError(t, err)
 		stale.SetUnlinkOnClose(false)
 		require.NoError(t, stale.Close())
-		src := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), BackoffBase: time.Hour})
+		src := acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path()}, acpi.Tuning{Backoff: time.Hour}))
 		n := start(t, newLogRecorder(), src)
 		assert.ErrorIs(t, n.Status()[0].Err, syscall.ECONNREFUSED, "the first attempt failed before New returned")
 		recv(t, n.Ready())
@@ -711,7 +710,7 @@ func TestReadyAfterFirstAttempts(t *testing.T) {
 		in := newInput(t)
 		_, err := in.AddDevice("Power Button", acpitest.KeyPower)
 		require.NoError(t, err)
-		src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot()})
+		src := acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), Root: in.Root()})
 		n := start(t, newLogRecorder(), src)
 		select {
 		case <-n.Ready():

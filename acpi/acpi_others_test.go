@@ -14,17 +14,18 @@ import (
 
 func TestUnavailableElsewhere(t *testing.T) {
 	src := acpi.New(acpi.Config{})
-	assert.Zero(t, src.Available())
+	assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
 	assert.ErrorIs(t, src.Watch(context.Background(), make(chan termsig.Notice)), termsig.ErrUnavailable)
 
 	// Places are Linux paths: they are not checked here.
 	src = acpi.New(acpi.Config{AcpidSocket: "/nonexistent/acpid.socket", InputDevices: "["})
-	assert.Zero(t, src.Available())
+	assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
 	assert.ErrorIs(t, src.Watch(context.Background(), make(chan termsig.Notice)), termsig.ErrUnavailable)
 
 	// A value that is wrong everywhere is an error everywhere.
-	src = acpi.New(acpi.Config{BackoffBase: -1})
-	assert.NotZero(t, src.Available())
+	src = acpi.New(acpi.Config{Transports: acpi.Acpid | 0x80})
+	const want = "acpi: Config.Transports (acpid+transport(0x80)) has bits outside AllTransports"
+	assert.EqualError(t, src.Available(), want)
 	err := src.Watch(context.Background(), make(chan termsig.Notice))
-	assert.EqualError(t, err, "acpi: Config.BackoffBase is negative (-1ns); zero means the default")
+	assert.EqualError(t, err, want)
 }

@@ -24,7 +24,7 @@ const minTrials = 1000
 // latency measures trials of "press, then receive the notice on C" and
 // reports the median, the 99th percentile and the worst case. Every press
 // is a distinct press: the sources run with deduplication off
-// (DedupeWindow < 0), or the default 2 s window would swallow all but the
+// (Tuning.DedupeWindow < 0), or the default 2 s window would swallow all but the
 // first.
 func latency(b *testing.B, n *termsig.Notifier, press func() error) {
 	b.Helper()
@@ -68,7 +68,7 @@ func BenchmarkAcpidLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer fake.Close()
-	n := termsig.New(acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path(), DedupeWindow: -1}))
+	n := termsig.New(acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Acpid, AcpidSocket: fake.Path()}, acpi.Tuning{DedupeWindow: -1})))
 	defer n.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -93,7 +93,7 @@ func BenchmarkInputLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := termsig.New(acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), SysfsRoot: in.SysfsRoot(), DedupeWindow: -1}))
+	n := termsig.New(acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Input, InputDevices: in.Devices(), Root: in.Root()}, acpi.Tuning{DedupeWindow: -1})))
 	defer n.Stop()
 	latency(b, n, dev.PressPowerButton)
 }
@@ -112,7 +112,7 @@ func BenchmarkNetlinkLatency(b *testing.B) {
 		b.Skip(err)
 	}
 	logs := newLogRecorder()
-	n := termsig.New(acpi.New(acpi.Config{Transports: acpi.Netlink, DedupeWindow: -1, Logger: logs.logger()}))
+	n := termsig.New(acpi.New(acpi.Tune(acpi.Config{Transports: acpi.Netlink, Logger: logs.logger()}, acpi.Tuning{DedupeWindow: -1})))
 	defer n.Stop()
 	port, err := strconv.ParseUint(attr(logs.waitFor(b, "acpi: netlink subscribed", 1), "port"), 10, 32)
 	if err != nil {

@@ -12,15 +12,18 @@
 // # Systems
 //
 // The source works on Linux only: the three transports below are Linux
-// interfaces. On other systems Watch returns an error wrapping
-// [termsig.ErrUnavailable] at once and [Source.Available] returns zero
-// (unless the Config itself is invalid, see below).
+// interfaces. On other systems Watch and [Source.Available] return an
+// error wrapping [termsig.ErrUnavailable] at once (unless the Config
+// itself is invalid, see below).
 //
 // # Transports
 //
 // The press reaches user space in three ways, and [Source.Watch] uses every
 // one that the host has ([Config.Transports] narrows the choice;
-// [Source.Available] tells which are there):
+// [Source.Available] tells whether there is any, and Watch logs which it
+// uses). acpid's socket and the input devices are looked for below
+// [Config.Root], which a program in a container that sees the host's root
+// filesystem under another directory, such as /host, sets to it:
 //
 //   - [Netlink]: the kernel's generic netlink family "acpi_event", multicast
 //     group "acpi_mc_group", both resolved by name. It carries a struct
@@ -29,16 +32,14 @@
 //     so a container with a network namespace of its own does not see it.
 //   - [Acpid]: acpid's UNIX socket ([Config.AcpidSocket], by default
 //     /var/run/acpid.socket), one line per event ("button/power PBTN
-//     00000080 00000000"; tokens after the fourth are ignored). When acpid
-//     goes away, Watch reconnects with backoff and reports the failure with
-//     [termsig.ReportError] meanwhile; the Notifier logs it. The socket
+//     00000080 00000000"; tokens after the fourth are ignored). The socket
 //     must exist when Watch starts for acpid to be used.
 //   - [Input]: the input devices (/dev/input/event*) whose key capabilities
-//     in sysfs include KEY_POWER; a press is an EV_KEY/KEY_POWER event with
-//     value 1 (not the release, 0, nor an autorepeat, 2). Reading them
-//     usually needs root or the "input" group. A keyboard that has a power
-//     key is read too; its other keys are neither kept nor logged. A device
-//     that goes away is not reopened.
+//     in sysfs (/sys/class/input/eventN/device/capabilities/key) include
+//     KEY_POWER; a press is an EV_KEY/KEY_POWER event with value 1 (not
+//     the release, 0, nor an autorepeat, 2). Reading them usually needs
+//     root or the "input" group. A keyboard that has a power key is read
+//     too; its other keys are neither kept nor logged.
 //
 // Watch returns an error wrapping [termsig.ErrUnavailable] when none is
 // there, and always on systems other than Linux.
@@ -53,26 +54,54 @@
 // quick and local, so [Source.ReportsReady] is true and termsig.New waits
 // for it: a press after New has returned is not missed.
 //
+// # Failures
+//
+// Nothing a transport does wrong causes a notice by itself:
+//
+//   - When acpid goes away (it exits, closes the connection, or refuses
+//     while it restarts), or the netlink subscription fails, Watch
+//     reconnects with backoff (100 ms, doubling up to 5 s, reset once a
+//     connection has carried an event) and reports the failure with
+//     [termsig.ReportError] meanwhile; the Notifier logs each change, so
+//     an outage is one line however many attempts fail. The transport
+//     that has failed longest is the one reported. Each connection made
+//     counts as hearing from the origin ([termsig.Heard]).
+//   - A netlink receive buffer overrun (ENOBUFS) loses the events that did
+//     not fit, which the other transports may still have: it is logged as
+//     a warning, and the subscription goes on.
+//   - An input device that goes away (unplugged, a recording read to its
+//     end) is logged as a warning and not reopened; the other transports
+//     go on. Watch returns an error, and the Notifier shows the source as
+//     failed, only when every transport it used has ended this way.
+//   - A payload that cannot be read (a malformed acpid line, one longer
+//     than 512 bytes, a short netlink event) is logged at debug level and
+//     dropped: never a notice, never a panic. An input_event record that
+//     arrives in parts is read once it is whole.
+//   - When the Watch context is done, the reads in progress are unblocked
+//     and Watch returns within milliseconds, leaving no goroutine, socket
+//     or file behind.
+//
 // # Configuration errors
 //
 // A [Config] that cannot work makes Watch return at once with an error
 // that starts "acpi: " and names the field, and a [termsig.Notifier] shows
-// the source as failed: Transports with unknown bits, a negative backoff
-// and, on Linux, an AcpidSocket or InputDevices that the Config sets for a
-// selected transport and that is not there (see [Config]). Places the
-// Config leaves empty are defaults: a transport whose default place is
-// missing is simply not used. A misconfigured source counts as available
-// ([Source.Available] names its transports), so that a program that picks
-// its sources with Available sees it fail rather than lose it quietly.
+// the source as failed: Transports with unknown bits and, on Linux, an
+// AcpidSocket or InputDevices that the Config sets for a selected
+// transport and that is not there (see [Config]). Places the Config leaves
+// empty are defaults: a transport whose default place is missing is simply
+// not used. [Source.Available] returns the same error, not
+// [termsig.ErrUnavailable], so that a program that picks its sources with
+// Available (as sources.Detect does) keeps a misconfigured source and sees
+// it fail rather than lose it quietly.
 //
 // # One press, one notice
 //
 // One press reaches several transports, and acpid reports it twice
 // ("button/power PBTN ..." from the input layer, "button/power LNXPWRBN:00
-// ..." from the kernel). Reports that arrive within [Config.DedupeWindow]
-// (2 s by default) of the press that gave the last notice are taken for
-// that press and dropped, with a debug log. A press after the window is a
-// new notice, which a program may take as "hurry".
+// ..." from the kernel). Reports that arrive within 2 s of the press that
+// gave the last notice are taken for that press and dropped, with a debug
+// log. The window is fixed from that press, not sliding: a press after it
+// is a new notice, which a program may take as "hurry".
 //
 // # Other ACPI events
 //
@@ -81,6 +110,18 @@
 // (closing a laptop's lid suspends it at most), so they are not notices:
 // they are logged at debug level and dropped. So is anything malformed: a
 // payload that cannot be read is never a notice and never a panic.
+//
+// # Performance
+//
+// From a press to its notice on [termsig.Notifier.C], over 1000 presses
+// each (2 cores, AMD EPYC, Go 1.26, linux/amd64; see the repository's
+// README; go test -run XXX -bench Latency -benchtime 1x ./acpi):
+//
+//   - a line from the fake acpid: 5.3 µs (p50), 18–70 µs (p99);
+//   - an input_event written to a fake device (a FIFO): 3.8 µs (p50),
+//     19–70 µs (p99);
+//   - an acpi_event netlink message through the kernel (as root):
+//     8.5–13 µs (p50), 42–114 µs (p99).
 //
 // # Testing
 //

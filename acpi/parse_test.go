@@ -295,27 +295,29 @@ func TestTransportString(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	s := New(Config{})
+	c := s.cfg.withDefaults()
 	assert.Equal(t, Config{
 		Transports:   AllTransports,
 		AcpidSocket:  "/var/run/acpid.socket",
 		InputDevices: "/dev/input/event*",
-		SysfsRoot:    "/sys",
-		DedupeWindow: 2 * time.Second,
-		BackoffBase:  100 * time.Millisecond,
-		BackoffMax:   5 * time.Second,
-	}, s.cfg)
-	assert.Equal(t, Config{}, s.given)
-	assert.Same(t, slog.Default(), s.logger(), "nil means slog.Default()")
+		Logger:       slog.Default(), // nil means slog.Default()
+		dedupeWindow: 2 * time.Second,
+		backoff:      100 * time.Millisecond,
+		maxBackoff:   5 * time.Second,
+	}, c)
+	assert.Equal(t, "/sys", c.under(sysfsDir))
+	assert.Equal(t, Config{}, s.cfg)
 	assert.Equal(t, "acpi", s.Name())
 
 	root := filepath.Join("tmp", "fake")
 	s = New(Config{Root: root})
-	assert.Equal(t, filepath.Join(root, "var/run/acpid.socket"), s.cfg.AcpidSocket)
-	assert.Equal(t, filepath.Join(root, "dev/input/event*"), s.cfg.InputDevices)
-	assert.Equal(t, filepath.Join(root, "sys"), s.cfg.SysfsRoot)
-	assert.Equal(t, Config{Root: root}, s.given, "the defaults are not taken for explicit places")
+	c = s.cfg.withDefaults()
+	assert.Equal(t, filepath.Join(root, "var/run/acpid.socket"), c.AcpidSocket)
+	assert.Equal(t, filepath.Join(root, "dev/input/event*"), c.InputDevices)
+	assert.Equal(t, filepath.Join(root, "sys"), c.under(sysfsDir))
+	assert.Equal(t, Config{Root: root}, s.cfg, "the defaults are not taken for explicit places")
 
-	s = New(Config{BackoffBase: time.Minute, DedupeWindow: -1})
-	assert.Equal(t, time.Minute, s.cfg.BackoffMax, "max is at least base")
-	assert.Equal(t, time.Duration(-1), s.cfg.DedupeWindow)
+	c = Tune(Config{}, Tuning{Backoff: time.Minute, DedupeWindow: -1}).withDefaults()
+	assert.Equal(t, time.Minute, c.maxBackoff, "max is at least base")
+	assert.Equal(t, time.Duration(-1), c.dedupeWindow)
 }

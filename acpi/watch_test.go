@@ -17,7 +17,7 @@ type stubTransport struct{ returning chan struct{} }
 
 func (t *stubTransport) kind() Transport { return Acpid }
 func (t *stubTransport) close()          {}
-func (t *stubTransport) run(ctx context.Context, w *watcher) error {
+func (t *stubTransport) run(ctx context.Context, w *watcher, _ int) error {
 	w.press(ctx, press{t: Acpid, device: "STUB", at: time.Now()})
 	<-ctx.Done()
 	close(t.returning)
@@ -50,12 +50,12 @@ func (g *gate) Handle(_ context.Context, r slog.Record) error {
 func TestTransportsEndingAtStopIsAStop(t *testing.T) {
 	for i := range 40 {
 		g := &gate{msg: "acpi: power button pressed", reached: make(chan struct{}), open: make(chan struct{})}
-		s := New(Config{Logger: slog.New(g)})
+		c := New(Config{Logger: slog.New(g)}).cfg.withDefaults()
 		stub := &stubTransport{returning: make(chan struct{})}
 		ctx, cancel := context.WithCancel(context.Background())
 		out := make(chan termsig.Notice, 1) // the notice does not block Watch
 		errc := make(chan error, 1)
-		go func() { errc <- s.watch(ctx, out, []transport{stub}) }()
+		go func() { errc <- c.watch(ctx, out, []transport{stub}) }()
 
 		select {
 		case <-g.reached:

@@ -128,40 +128,31 @@ func TestReadyWithHungServer(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	off := t.TempDir() // no DMI files: not GCE
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == gcemeta.HostEnv {
-				return v
-			}
-			return ""
-		}
-	}
 	for _, tc := range []struct {
 		name string
 		cfg  gcemeta.Config
+		env  string // GCE_METADATA_HOST
 		want string
 	}{
-		{"host with scheme", gcemeta.Config{Host: "http://127.0.0.1:1"}, `gcemeta: Config.Host "http://127.0.0.1:1" is not a host[:port]`},
-		{"host with path", gcemeta.Config{Host: "127.0.0.1:1/x"}, `gcemeta: Config.Host "127.0.0.1:1/x" is not a host[:port]`},
-		{"host with space", gcemeta.Config{Host: "a b"}, `gcemeta: Config.Host "a b" is not a host[:port]`},
-		{"host with user", gcemeta.Config{Host: "user@host"}, `gcemeta: Config.Host "user@host" is not a host[:port]`},
-		{"env host", gcemeta.Config{Getenv: env("http://10.0.0.1")}, `gcemeta: GCE_METADATA_HOST "http://10.0.0.1" is not a host[:port]`},
-		{"negative WaitTimeout", gcemeta.Config{Host: "127.0.0.1:1", WaitTimeout: -time.Second}, "gcemeta: Config.WaitTimeout is negative (-1s); zero means the default"},
-		{"negative RequestTimeout", gcemeta.Config{Host: "127.0.0.1:1", RequestTimeout: -1}, "gcemeta: Config.RequestTimeout is negative (-1ns); zero means the default"},
-		{"negative MinInterval", gcemeta.Config{Host: "127.0.0.1:1", MinInterval: -time.Second}, "gcemeta: Config.MinInterval is negative (-1s); zero means the default"},
-		{"negative Backoff", gcemeta.Config{Host: "127.0.0.1:1", Backoff: -time.Second}, "gcemeta: Config.Backoff is negative (-1s); zero means the default"},
-		{"negative MaxBackoff", gcemeta.Config{Host: "127.0.0.1:1", MaxBackoff: -time.Second}, "gcemeta: Config.MaxBackoff is negative (-1s); zero means the default"},
-		{"MinInterval below floor", gcemeta.Config{Host: "127.0.0.1:1", MinInterval: 5 * time.Millisecond}, "gcemeta: Config.MinInterval is 5ms, below FloorInterval (10ms): the metadata server would be hammered"},
-		{"Backoff below floor", gcemeta.Config{Host: "127.0.0.1:1", Backoff: time.Nanosecond}, "gcemeta: Config.Backoff is 1ns, below FloorInterval (10ms): the metadata server would be hammered"},
-		{"off GCE too", gcemeta.Config{Backoff: -time.Second}, "gcemeta: Config.Backoff is negative (-1s); zero means the default"},
+		{"host with scheme", gcemeta.Config{Host: "http://127.0.0.1:1"}, "", `gcemeta: Config.Host "http://127.0.0.1:1" is not a host[:port]`},
+		{"host with path", gcemeta.Config{Host: "127.0.0.1:1/x"}, "", `gcemeta: Config.Host "127.0.0.1:1/x" is not a host[:port]`},
+		{"host with space", gcemeta.Config{Host: "a b"}, "", `gcemeta: Config.Host "a b" is not a host[:port]`},
+		{"host with user", gcemeta.Config{Host: "user@host"}, "", `gcemeta: Config.Host "user@host" is not a host[:port]`},
+		{"env host", gcemeta.Config{}, "http://10.0.0.1", `gcemeta: GCE_METADATA_HOST "http://10.0.0.1" is not a host[:port]`},
+		{"negative WaitTimeout", gcemeta.Config{Host: "127.0.0.1:1", WaitTimeout: -time.Second}, "", "gcemeta: Config.WaitTimeout is negative (-1s); zero means the default"},
+		{"negative RequestTimeout", gcemeta.Config{Host: "127.0.0.1:1", RequestTimeout: -1}, "", "gcemeta: Config.RequestTimeout is negative (-1ns); zero means the default"},
+		{"negative MinInterval", gcemeta.Config{Host: "127.0.0.1:1", MinInterval: -time.Second}, "", "gcemeta: Config.MinInterval is negative (-1s); zero means the default"},
+		{"negative Backoff", gcemeta.Config{Host: "127.0.0.1:1", Backoff: -time.Second}, "", "gcemeta: Config.Backoff is negative (-1s); zero means the default"},
+		{"negative MaxBackoff", gcemeta.Config{Host: "127.0.0.1:1", MaxBackoff: -time.Second}, "", "gcemeta: Config.MaxBackoff is negative (-1s); zero means the default"},
+		{"MinInterval below floor", gcemeta.Config{Host: "127.0.0.1:1", MinInterval: 5 * time.Millisecond}, "", "gcemeta: Config.MinInterval is 5ms, below FloorInterval (10ms): the metadata server would be hammered"},
+		{"Backoff below floor", gcemeta.Config{Host: "127.0.0.1:1", Backoff: time.Nanosecond}, "", "gcemeta: Config.Backoff is 1ns, below FloorInterval (10ms): the metadata server would be hammered"},
+		{"off GCE too", gcemeta.Config{Backoff: -time.Second}, "", "gcemeta: Config.Backoff is negative (-1s); zero means the default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := newRoundTripper(t, nil) // fails any request
+			t.Setenv(gcemeta.HostEnv, tc.env)
 			cfg := tc.cfg
 			cfg.Root = off
-			if cfg.Getenv == nil {
-				cfg.Getenv = noEnv
-			}
 			cfg.HTTPClient = &http.Client{Transport: rt}
 			src := gcemeta.New(cfg)
 

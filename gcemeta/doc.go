@@ -19,7 +19,9 @@
 // on Windows in the registry (SystemProductName under
 // HKEY_LOCAL_MACHINE\HARDWARE\DESCRIPTION\System\BIOS), as Google's
 // own clients do. Other systems, such as macOS, show it nowhere: there the
-// source is unavailable unless a host is given.
+// source is unavailable unless a host is given. A program in a container
+// that sees the host's root filesystem under another directory, such as
+// /host, sets [Config.Root] to it.
 //
 // # Notices
 //
@@ -82,9 +84,11 @@
 //     [termsig.Notifier.Status] and the Notifier logs them; the source
 //     does not log them itself. Their texts are stable (see [Error]), and
 //     the key that has failed longest is the one reported, so that an
-//     outage is one change however many requests fail. The last ETag is
-//     kept, so a change that happened meanwhile is seen by the first
-//     request that succeeds.
+//     outage is one change however many requests fail. Every answer, for
+//     any key, counts as hearing from the server ([termsig.Heard]), so
+//     that [termsig.SourceStatus.LastHeard] says when it last answered.
+//     The last ETag is kept, so a change that happened meanwhile is seen
+//     by the first request that succeeds.
 //   - A value that cannot be understood (an empty body, an HTML page, a
 //     preempted value other than TRUE or FALSE, JSON that is not the
 //     upcoming-maintenance object) is an error, not a notice; the source
@@ -104,6 +108,19 @@
 // Watch return at once with an error that starts "gcemeta: " and names the
 // field, on every host; a Notifier shows the source as failed.
 // [Source.Available] returns the same error.
+//
+// # Performance
+//
+// Measured against the fake on loopback (2 cores, AMD EPYC, Go 1.26,
+// linux/amd64; see the repository's README):
+//
+//   - a value flipped in the fake reaches [termsig.Notifier.C] in 0.04 ms
+//     (p50), 0.06–0.13 ms (p99), over 200 trials
+//     (go test -run XXX -bench FlipLatency ./gcemeta);
+//   - at idle, with the defaults, each key costs 0.97 requests a minute
+//     (1.6 counting the read at start-up), over a 185 s run;
+//   - a server that ignores wait_for_change gets 61 requests a minute per
+//     key ([Config.MinInterval], 1 s), not a busy loop.
 //
 // # Why not metadata.Client.SubscribeWithContext
 //

@@ -8,12 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/health"
 	"github.com/termsig/termsig/internal/host"
 )
 
@@ -80,13 +79,13 @@ type Config struct {
 	// read.
 	Host string
 
-	// Root is where the host's files are read from (DMI under
-	// sys/class/dmi/id); empty means "/". Tests point it at a directory of
-	// their own.
+	// Root is the directory below which the host's files are read (the
+	// firmware's DMI under sys/class/dmi/id, on Linux); empty means "/".
+	// Set it when the program runs in a container that sees the host's
+	// root filesystem under another directory, such as /host, and does not
+	// see the host's /sys itself. Tests point it at a directory of their
+	// own, laid out like "/".
 	Root string
-
-	// Getenv reads environment variables; nil means os.Getenv.
-	Getenv func(string) string
 
 	// HTTPClient sends the requests. Nil means a client of the Source's
 	// own for each Watch, which dials directly (never through a proxy:
@@ -152,7 +151,7 @@ type Config struct {
 // A Source holds no state between Watch calls; Watch may be called by
 // several goroutines at once, each call watching on its own.
 type Source struct {
-	cfg Config
+	cfg Config // as given to New: zero still means the default
 }
 
 // New returns a Source configured by cfg. It checks nothing and opens
@@ -232,14 +231,15 @@ func (e *Error) Unwrap() error { return e.Err }
 //     [termsig.Ready]. Then it long-polls each key.
 //   - Failed requests and bad values are retried with backoff and
 //     reported with [termsig.ReportError], with a stable text (see
-//     [Error]); they never cause a notice. Every answer is reported too
-//     (ReportError(ctx, nil) when every key works), so that
-//     [termsig.SourceStatus] says when the server last answered.
+//     [Error]); they never cause a notice. Every answer counts as hearing
+//     from the server ([termsig.Heard]), so that
+//     [termsig.SourceStatus.LastHeard] says when the server last answered,
+//     even while another key fails.
 //   - Each change is reported once.
 //   - When ctx is done, it cancels its requests and returns at once,
 //     whatever the server does, leaving no goroutine behind.
 func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
-	w, err := s.start()
+	w, err := s.start(ctx)
 	if err != nil {
 		return err
 	}
@@ -247,24 +247,16 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 		defer w.ownTransport.CloseIdleConnections()
 	}
 	w.log.Debug("gcemeta: watching", "host", w.host, "wait_timeout", time.Duration(w.timeoutSec)*time.Second)
-
-	var pending atomic.Int32 // keys whose first read is not done
-	pending.Store(int32(len(keys)))
-	looked := func() {
-		if pending.Add(-1) == 0 {
-			termsig.Ready(ctx)
-		}
-	}
 	var wg sync.WaitGroup
 	for i := range keys {
-		wg.Go(func() { w.watchKey(ctx, i, out, looked) })
+		wg.Go(func() { w.watchKey(ctx, i, out) })
 	}
 	wg.Wait() // only the optional key ends before ctx
 	return ctx.Err()
 }
 
 // check returns an error if a duration of c is out of range.
-func (c *Config) check() error {
+func (c Config) check() error {
 	type field struct {
 		name string
 		d    time.Duration
@@ -285,20 +277,40 @@ func (c *Config) check() error {
 	return nil
 }
 
+// withDefaults returns c with each zero field set to its default. It is
+// the one place where the defaults are applied; check looks at the Config
+// as given.
+func (c Config) withDefaults() Config {
+	or := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	or(&c.WaitTimeout, DefaultWaitTimeout)
+	or(&c.RequestTimeout, DefaultRequestTimeout)
+	or(&c.MinInterval, DefaultMinInterval)
+	or(&c.Backoff, DefaultBackoff)
+	or(&c.MaxBackoff, DefaultMaxBackoff)
+	c.MaxBackoff = max(c.MaxBackoff, c.Backoff)
+	if c.Root == "" {
+		c.Root = "/"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
 // host checks the Config and returns the metadata server's host[:port],
 // from local facts only.
 func (s *Source) host() (string, error) {
-	c := s.cfg
-	if err := c.check(); err != nil {
+	if err := s.cfg.check(); err != nil {
 		return "", err
 	}
+	c := s.cfg.withDefaults()
 	h, from := c.Host, "Config.Host"
 	if h == "" {
-		root := c.Root
-		if root == "" {
-			root = "/"
-		}
-		in := host.Detect(root, c.Getenv)
+		in := host.Detect(c.Root, nil)
 		switch {
 		case in.GCEHost != "":
 			h, from = in.GCEHost, HostEnv
@@ -314,27 +326,21 @@ func (s *Source) host() (string, error) {
 	return h, nil
 }
 
-// start works out the configuration of one Watch.
-func (s *Source) start() (*watcher, error) {
+// start works out the configuration of one Watch under ctx.
+func (s *Source) start(ctx context.Context) (*watcher, error) {
 	h, err := s.host()
 	if err != nil {
 		return nil, err
 	}
-	c := s.cfg
+	c := s.cfg.withDefaults()
 	w := &watcher{
-		host:           h,
-		base:           "http://" + h + "/computeMetadata/v1/",
-		hc:             c.HTTPClient,
-		timeoutSec:     int((orDefault(c.WaitTimeout, DefaultWaitTimeout) + time.Second - 1) / time.Second),
-		requestTimeout: orDefault(c.RequestTimeout, DefaultRequestTimeout),
-		minInterval:    orDefault(c.MinInterval, DefaultMinInterval),
-		backoff:        orDefault(c.Backoff, DefaultBackoff),
-		maxBackoff:     orDefault(c.MaxBackoff, DefaultMaxBackoff),
-		log:            c.Logger,
-	}
-	w.maxBackoff = max(w.maxBackoff, w.backoff)
-	if w.log == nil {
-		w.log = slog.Default()
+		cfg:        c,
+		log:        c.Logger,
+		host:       h,
+		base:       "http://" + h + "/computeMetadata/v1/",
+		hc:         c.HTTPClient,
+		timeoutSec: int((c.WaitTimeout + time.Second - 1) / time.Second),
+		health:     health.New(ctx, len(keys)),
 	}
 	if w.hc == nil {
 		w.ownTransport = &http.Transport{
@@ -348,56 +354,21 @@ func (s *Source) start() (*watcher, error) {
 	return w, nil
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
 // A watcher is one Watch call.
 type watcher struct {
+	cfg          Config // with the defaults applied
+	log          *slog.Logger
 	host         string
 	base         string // "http://host/computeMetadata/v1/"
 	hc           *http.Client
 	ownTransport *http.Transport // nil when the client is the caller's
+	timeoutSec   int             // WaitTimeout in whole seconds, rounded up
 
-	timeoutSec     int
-	requestTimeout time.Duration
-	minInterval    time.Duration
-	backoff        time.Duration
-	maxBackoff     time.Duration
-	log            *slog.Logger
-
-	mu      sync.Mutex
-	failing [len(keys)]error
-	order   []int // the failing keys, in the order they started failing
-}
-
-// setHealth records key i's state and reports the source's health: the
-// error of the key that has been failing longest, or nil when every key
-// works. Which key is reported changes only when that key works again, so
-// that an outage that fails every key, one after the other, is one change
-// (the Notifier logs each change). It holds mu while it reports, so that
-// the last report is the current state.
-func (w *watcher) setHealth(ctx context.Context, i int, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	was := w.failing[i] != nil
-	w.failing[i] = err
-	switch {
-	case err != nil && !was:
-		w.order = append(w.order, i)
-	case err == nil && was:
-		w.order = slices.DeleteFunc(w.order, func(j int) bool { return j == i })
-	}
-	var cur error
-	if len(w.order) > 0 {
-		cur = w.failing[w.order[0]]
-	}
-	// Every answer is reported, not only changes: Status's Reported then
-	// says when the server last answered. The Notifier logs changes only.
-	termsig.ReportError(ctx, cur)
+	// health holds each key's state, a part numbered as in keys: the
+	// source reports the error of the key that has failed longest, so
+	// that an outage that fails every key, one after the other, is one
+	// change (the Notifier logs each change).
+	health *health.Parts
 }
 
 // errNoAnswer says that the server did not answer in time.

@@ -59,13 +59,12 @@ const userAgent = "termsig-gcemeta"
 
 // watchKey reads key i, then long-polls it, sending a notice for each
 // change, until ctx is done or, for an optional key, the server turns out
-// not to have it. It calls looked once, when its first read has been
-// answered (and any notice the answer called for has been sent) or has
-// failed.
-func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice, looked func()) {
-	p := &keyPoll{w: w, i: i, k: &keys[i], bo: backoff.Backoff{Base: w.backoff, Max: w.maxBackoff, Jitter: true}}
+// not to have it. Its first read, once answered (and any notice the answer
+// called for sent) or failed, is key i's first look: once every key has
+// had it, the source is ready.
+func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice) {
+	p := &keyPoll{w: w, i: i, k: &keys[i], bo: backoff.Backoff{Base: w.cfg.Backoff, Max: w.cfg.MaxBackoff, Jitter: true}}
 	var earliest time.Time
-	first := true
 	for backoff.Until(ctx, earliest) {
 		nt, next, more := p.poll(ctx)
 		if ctx.Err() != nil {
@@ -78,10 +77,7 @@ func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice
 				return
 			}
 		}
-		if first {
-			first = false
-			looked()
-		}
+		w.health.Looked(i) // after the first read; again does nothing
 		if !more {
 			return
 		}
@@ -118,7 +114,7 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 		// always there on GCE: a 404 for them is a fault and is
 		// retried, since giving up would mean missing a preemption.
 		w.log.Debug("gcemeta: key not served here; not watching it", "key", k.path)
-		w.setHealth(ctx, p.i, nil)
+		w.health.Set(p.i, nil)
 		return nil, time.Time{}, false
 	}
 	var r reading
@@ -131,15 +127,15 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 		}
 	}
 	if err != nil {
-		w.setHealth(ctx, p.i, &Error{Key: k.path, Err: err})
+		w.health.Set(p.i, &Error{Key: k.path, Err: err})
 		// After a failure the backoff, not MinInterval, spaces the
 		// requests: it grows, so a failing server is not hammered either.
 		return nil, time.Now().Add(p.bo.Next()), true
 	}
 	p.bo.Reset()
-	w.setHealth(ctx, p.i, nil)
+	w.health.Set(p.i, nil)
 	p.seen, p.etag = true, tag
-	next = start.Add(w.minInterval)
+	next = start.Add(w.cfg.MinInterval)
 	if plain && tag != "" {
 		// The first long poll follows a read at once: only an answer to
 		// a long poll can be one that spins.
@@ -147,7 +143,7 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 	}
 	if tag == "" && !p.noETag {
 		p.noETag = true
-		w.log.Warn("gcemeta: server sends no ETag; reading the key every MinInterval instead of long polling", "key", k.path, "min_interval", w.minInterval)
+		w.log.Warn("gcemeta: server sends no ETag; reading the key every MinInterval instead of long polling", "key", k.path, "min_interval", w.cfg.MinInterval)
 	}
 	if r.id == p.cur.id {
 		return nil, next, true
@@ -189,7 +185,7 @@ func (w *watcher) get(ctx context.Context, k *keySpec, etag string) (body []byte
 	if k.json {
 		q.Set("alt", "json")
 	}
-	timeout := w.requestTimeout
+	timeout := w.cfg.RequestTimeout
 	if etag != "" {
 		q.Set("wait_for_change", "true")
 		q.Set("last_etag", etag)

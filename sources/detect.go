@@ -85,7 +85,7 @@ func Detect(cfg Config) []termsig.Source {
 	if s := gcemeta.New(gceConfig(cfg)); applies(s.Available()) {
 		srcs = append(srcs, s)
 	}
-	if s := acpi.New(acpiConfig(cfg)); s.Available() != 0 {
+	if s := acpi.New(acpiConfig(cfg)); applies(s.Available()) {
 		srcs = append(srcs, s)
 	}
 

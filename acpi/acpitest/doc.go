@@ -12,8 +12,9 @@
 //
 // # Input devices
 //
-// [NewInput] (Linux) creates a fake /dev/input and sysfs tree. A device made
-// by [Input.AddDevice] is a FIFO: what is written to it with
+// [NewInput] (Linux) creates a fake /dev/input and sysfs tree in a
+// directory laid out like "/"; point acpi.Config.Root at [Input.Root]. A
+// device made by [Input.AddDevice] is a FIFO: what is written to it with
 // [InputDevice.Write] or [InputDevice.PressPowerButton] is read by the
 // source as from a real device. [Input.AddRecording] makes a device from a
 // regular file of recorded events.

@@ -56,11 +56,9 @@ func ExampleInput() {
 		log.Fatal(err)
 	}
 
-	n := termsig.New(acpi.New(acpi.Config{
-		Transports:   acpi.Input,
-		InputDevices: in.Devices(),
-		SysfsRoot:    in.SysfsRoot(),
-	}))
+	// The fake is laid out like "/": the source finds the device at its
+	// default place below Root.
+	n := termsig.New(acpi.New(acpi.Config{Transports: acpi.Input, Root: in.Root()}))
 	defer n.Stop()
 
 	dev.PressPowerButton() // kept in the FIFO until the source reads it

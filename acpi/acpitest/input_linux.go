@@ -12,10 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// An Input is a fake input subsystem in a temporary directory: device
-// nodes under dev/input and their sysfs entries under sys/class/input.
-// Point acpi.Config.InputDevices at [Input.Devices] and
-// acpi.Config.SysfsRoot at [Input.SysfsRoot].
+// An Input is a fake input subsystem in a temporary directory laid out
+// like "/": device nodes under dev/input and their sysfs entries under
+// sys/class/input. Point acpi.Config.Root at [Input.Root]: the source then
+// finds the devices at its default place and reads their sysfs entries
+// there. (acpi.Config.InputDevices may also be set to [Input.Devices].)
 //
 // Its methods are safe for concurrent use. Close it when done.
 type Input struct {
@@ -42,8 +43,10 @@ func NewInput() (*Input, error) {
 // Devices returns the glob of the device nodes, for acpi.Config.InputDevices.
 func (in *Input) Devices() string { return filepath.Join(in.dir, "dev", "input", "event*") }
 
-// SysfsRoot returns the root of the fake sysfs, for acpi.Config.SysfsRoot.
-func (in *Input) SysfsRoot() string { return filepath.Join(in.dir, "sys") }
+// Root returns the fake's directory, laid out like "/", for
+// acpi.Config.Root: the devices are under Root/dev/input and their sysfs
+// entries under Root/sys/class/input.
+func (in *Input) Root() string { return in.dir }
 
 // add creates the sysfs entries of a new device eventN and returns the
 // path of its node.
@@ -52,7 +55,7 @@ func (in *Input) add(name string, keys []int) (string, error) {
 	node := "event" + strconv.Itoa(in.next)
 	in.next++
 	in.mu.Unlock()
-	dev := filepath.Join(in.SysfsRoot(), "class", "input", node, "device")
+	dev := filepath.Join(in.dir, "sys", "class", "input", node, "device")
 	if err := os.MkdirAll(filepath.Join(dev, "capabilities"), 0o755); err != nil {
 		return "", fmt.Errorf("acpitest: %w", err)
 	}

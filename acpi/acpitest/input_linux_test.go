@@ -21,14 +21,15 @@ func TestInputDevice(t *testing.T) {
 	d, err := in.AddDevice("Power Button", acpitest.KeyPower)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(filepath.Dir(in.Devices()), "event0"), d.Path())
+	assert.Equal(t, filepath.Join(in.Root(), "dev/input/event0"), d.Path(), "laid out like /")
 	m, err := filepath.Glob(in.Devices())
 	require.NoError(t, err)
 	assert.Equal(t, []string{d.Path()}, m)
 
-	caps, err := os.ReadFile(filepath.Join(in.SysfsRoot(), "class/input/event0/device/capabilities/key"))
+	caps, err := os.ReadFile(filepath.Join(in.Root(), "sys/class/input/event0/device/capabilities/key"))
 	require.NoError(t, err)
 	assert.Equal(t, acpitest.KeyBitmap(acpitest.KeyPower), string(caps))
-	name, err := os.ReadFile(filepath.Join(in.SysfsRoot(), "class/input/event0/device/name"))
+	name, err := os.ReadFile(filepath.Join(in.Root(), "sys/class/input/event0/device/name"))
 	require.NoError(t, err)
 	assert.Equal(t, "Power Button\n", string(name))
 

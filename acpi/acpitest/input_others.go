@@ -20,8 +20,8 @@ func NewInput() (*Input, error) {
 // Devices returns "".
 func (in *Input) Devices() string { return "" }
 
-// SysfsRoot returns "".
-func (in *Input) SysfsRoot() string { return "" }
+// Root returns "".
+func (in *Input) Root() string { return "" }
 
 // Close does nothing.
 func (in *Input) Close() error { return nil }
