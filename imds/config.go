@@ -20,13 +20,13 @@ const (
 	DefaultMaxBackoff       = 10 * time.Second
 )
 
-// MinInterval is the shortest Config.Interval or Config.AdvisoryInterval
+// FloorInterval is the shortest Config.Interval or Config.AdvisoryInterval
 // that Watch accepts. IMDS throttles each instance, and its link-local
 // traffic shares one packet allowance with DNS and NTP: polling faster
 // would hammer the metadata service (and starve DNS) for no gain, since a
 // spot interruption comes about two minutes ahead. Tests poll at
-// MinInterval.
-const MinInterval = 10 * time.Millisecond
+// FloorInterval.
+const FloorInterval = 10 * time.Millisecond
 
 // Events selects what a [Source] watches.
 type Events uint8
@@ -69,13 +69,13 @@ type Config struct {
 	// Interval is how often the urgent paths (spot/instance-action,
 	// autoscaling/target-lifecycle-state) are polled, start to start.
 	// Zero means [DefaultInterval] (1 s); otherwise it must be at least
-	// [MinInterval] (10 ms).
+	// [FloorInterval] (10 ms).
 	Interval time.Duration
 
 	// AdvisoryInterval is how often the advisory paths (rebalance
 	// recommendation, scheduled maintenance) are polled. Zero means
 	// [DefaultAdvisoryInterval] (30 s); otherwise it must be at least
-	// MinInterval.
+	// FloorInterval.
 	AdvisoryInterval time.Duration
 
 	// RequestTimeout bounds one poll of one path, the SDK's own retries
@@ -144,8 +144,8 @@ func (c Config) validate(in host.Info) error {
 		value time.Duration
 		floor time.Duration
 	}{
-		{"Interval", c.Interval, MinInterval},
-		{"AdvisoryInterval", c.AdvisoryInterval, MinInterval},
+		{"Interval", c.Interval, FloorInterval},
+		{"AdvisoryInterval", c.AdvisoryInterval, FloorInterval},
 		{"RequestTimeout", c.RequestTimeout, 0},
 		{"MaxBackoff", c.MaxBackoff, 0},
 	} {
@@ -153,7 +153,7 @@ func (c Config) validate(in host.Info) error {
 		case d.value < 0:
 			return fmt.Errorf("imds: Config.%s is negative (%v)", d.name, d.value)
 		case d.value > 0 && d.value < d.floor:
-			return fmt.Errorf("imds: Config.%s %v is below MinInterval (%v): it would hammer the metadata service", d.name, d.value, d.floor)
+			return fmt.Errorf("imds: Config.%s %v is below FloorInterval (%v): it would hammer the metadata service", d.name, d.value, d.floor)
 		}
 	}
 	switch {

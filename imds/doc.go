@@ -26,7 +26,7 @@
 // (1 s by default); the advisory ones, events/recommendations/rebalance
 // and events/maintenance/scheduled, every [Config.AdvisoryInterval]
 // (30 s). At the defaults that is about 2.07 requests a second, plus a
-// token every five minutes. Neither interval may be below [MinInterval]
+// token every five minutes. Neither interval may be below [FloorInterval]
 // (10 ms): faster polling would hammer the metadata service. Each path has
 // its own goroutine, so a slow answer on one path does not delay the
 // others. A spot interruption is announced about two minutes ahead;
@@ -69,7 +69,7 @@
 // are cancelled and Watch returns at once, whatever IMDS does.
 //
 // A Config that cannot work (an endpoint that is not an http or https URL,
-// a negative duration, an interval below MinInterval, unknown Events) is
+// a negative duration, an interval below FloorInterval, unknown Events) is
 // not a fault to retry: Watch returns an error starting "imds: " at once,
 // and the Notifier marks the source failed.
 //

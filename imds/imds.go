@@ -62,7 +62,7 @@ func (s *Source) ReportsReady() bool { return false }
 //   - an error that does not wrap termsig.ErrUnavailable if the Config
 //     cannot work (an Endpoint or AWS_EC2_METADATA_SERVICE_ENDPOINT that is
 //     not an http or https URL, a negative duration, an interval below
-//     MinInterval, unknown Events), whatever the host;
+//     FloorInterval, unknown Events), whatever the host;
 //   - nil when a Client or Endpoint is configured, when
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT is set, or when the firmware says
 //     the host is an EC2 instance (DMI on Linux, the registry's BIOS values

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/termsig/termsig"
@@ -75,20 +76,13 @@ type Config struct {
 // Detection reads only these local facts, so it is fast and never probes
 // the network. Hand the result to termsig.New.
 func Detect(cfg Config) []termsig.Source {
-	srcs := []termsig.Source{signal.New(cfg.Signals...)}
-
-	ic := cfg.IMDS
-	inherit(&ic.Logger, &ic.Root, cfg)
-	if s := imds.New(ic); applies(s.Available()) {
-		srcs = append(srcs, s)
+	var srcs []termsig.Source
+	for _, k := range known {
+		s := k.build(cfg)
+		if k.available == nil || applies(k.available(s)) {
+			srcs = append(srcs, s)
+		}
 	}
-	if s := gcemeta.New(gceConfig(cfg)); applies(s.Available()) {
-		srcs = append(srcs, s)
-	}
-	if s := acpi.New(acpiConfig(cfg)); applies(s.Available()) {
-		srcs = append(srcs, s)
-	}
-
 	if cfg.Logger != nil {
 		names := make([]string, len(srcs))
 		for i, s := range srcs {
@@ -99,14 +93,34 @@ func Detect(cfg Config) []termsig.Source {
 	return srcs
 }
 
+// A kind of source that this package knows: adding a source is one entry
+// in known.
+type kind struct {
+	name  string
+	build func(Config) termsig.Source
+	// available says whether Detect includes the source (see applies);
+	// nil means always.
+	available func(termsig.Source) error
+}
+
+// known are the sources, in Detect's order.
+var known = []kind{
+	{signal.Name, func(c Config) termsig.Source { return signal.New(c.Signals...) }, nil},
+	{imds.Name, func(c Config) termsig.Source { return imds.New(imdsConfig(c)) }, availableOf},
+	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }, availableOf},
+	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }, availableOf},
+}
+
+// availableOf calls the Available method that every platform source has.
+func availableOf(s termsig.Source) error {
+	return s.(interface{ Available() error }).Available()
+}
+
 // applies reports whether a source whose Available returned err belongs
 // in Detect's result: it works here, or it is misconfigured, in which case
 // its Watch fails at once and the failure shows in the log and in
 // Notifier.Status rather than the source silently missing.
 func applies(err error) bool { return !errors.Is(err, termsig.ErrUnavailable) }
-
-// Names are the names ByName knows, in Detect's order.
-var names = []string{signal.Name, imds.Name, gcemeta.Name, acpi.Name}
 
 // ByName returns the sources named in names (such as "signal", "imds"),
 // configured by cfg, whether or not they apply on this host: one that does
@@ -122,26 +136,31 @@ func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
 			return nil, fmt.Errorf("sources: %q named twice", name)
 		}
 		seen[name] = true
-		switch name {
-		case signal.Name:
-			srcs = append(srcs, signal.New(cfg.Signals...))
-		case imds.Name:
-			ic := cfg.IMDS
-			inherit(&ic.Logger, &ic.Root, cfg)
-			srcs = append(srcs, imds.New(ic))
-		case gcemeta.Name:
-			srcs = append(srcs, gcemeta.New(gceConfig(cfg)))
-		case acpi.Name:
-			srcs = append(srcs, acpi.New(acpiConfig(cfg)))
-		default:
+		i := slices.IndexFunc(known, func(k kind) bool { return k.name == name })
+		if i < 0 {
 			return nil, fmt.Errorf("sources: unknown source %q (known: %s)", name, strings.Join(Names(), ", "))
 		}
+		srcs = append(srcs, known[i].build(cfg))
 	}
 	return srcs, nil
 }
 
-// Names returns the names of the sources this package knows.
-func Names() []string { return append([]string(nil), names...) }
+// Names returns the names of the sources this package knows, in Detect's
+// order.
+func Names() []string {
+	names := make([]string, len(known))
+	for i, k := range known {
+		names[i] = k.name
+	}
+	return names
+}
+
+// imdsConfig is cfg.IMDS with cfg's Logger and Root where it has none.
+func imdsConfig(cfg Config) imds.Config {
+	ic := cfg.IMDS
+	inherit(&ic.Logger, &ic.Root, cfg)
+	return ic
+}
 
 // gceConfig is cfg.GCE with cfg's Logger and Root where it has none.
 func gceConfig(cfg Config) gcemeta.Config {

@@ -7,7 +7,7 @@
 //
 //	srv := imdstest.NewServer()
 //	defer srv.Close()
-//	src := imds.New(imds.Config{Endpoint: srv.URL, Interval: imds.MinInterval})
+//	src := imds.New(imds.Config{Endpoint: srv.URL, Interval: imds.FloorInterval})
 //	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
 //
 // Programs that use the AWS SDK directly can point it at the fake with the

@@ -37,7 +37,7 @@ func ExampleServer_Inject() {
 
 	n := termsig.New(imds.New(imds.Config{
 		Endpoint: srv.URL,
-		Interval: imds.MinInterval,
+		Interval: imds.FloorInterval,
 		Events:   imds.SpotInterruption,
 	}))
 	defer n.Stop()
