@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/termsig/termsig/internal/fakefault"
 )
 
 // The keys that termsig's gcemeta package watches, as paths below
@@ -24,44 +26,6 @@ const (
 
 // prefix is where the metadata keys live on the server.
 const prefix = "/computeMetadata/v1/"
-
-// A Fault makes the server misbehave the way real metadata servers and the
-// networks in front of them do. A request takes the first injected Fault
-// whose Key matches it; the fault's effects apply in this order: Hang,
-// Delay, Drop, Status and Body, IgnoreWait.
-type Fault struct {
-	// Key limits the fault to one key, such as [Preempted]; empty means
-	// every key.
-	Key string
-
-	// Count is how many requests the fault applies to; then it is
-	// removed. Zero means every request until [Server.ClearFaults].
-	Count int
-
-	// Hang: the request gets no answer until ClearFaults (then it is
-	// served normally), Close, or the client gives up.
-	Hang bool
-
-	// Delay holds the answer back this long (then it is served
-	// normally, including any long-poll wait).
-	Delay time.Duration
-
-	// Drop closes the connection without an answer, after Delay, as a
-	// dying proxy or a host being migrated does.
-	Drop bool
-
-	// Status answers at once with this status code, such as 503, and a
-	// short body (Body if set). An ETag is sent as on every answer.
-	Status int
-
-	// Body answers with this body in place of the value, with status
-	// 200 unless Status is set: an HTML error page, an empty body.
-	Body string
-
-	// IgnoreWait answers a wait_for_change request at once, as some
-	// emulators do.
-	IgnoreWait bool
-}
 
 // A Server is a GCE metadata server on a loopback port, for tests. It
 // speaks the real protocol: it refuses requests without the header
@@ -81,13 +45,12 @@ type Server struct {
 	hs        *httptest.Server
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
+	faults    fakefault.Queue[fault] // has a lock of its own
 
 	mu       sync.Mutex
 	values   map[string]string
 	changed  chan struct{} // closed and replaced when a value changes
 	drop     map[string]chan struct{}
-	faults   []*Fault
-	release  chan struct{} // closed and replaced by ClearFaults: hanging requests go on
 	requests map[string]int
 	waiting  map[string]int
 	stats    chan struct{} // closed and replaced when anything observable changes
@@ -104,7 +67,6 @@ func NewServer() *Server {
 		},
 		changed:  make(chan struct{}),
 		drop:     map[string]chan struct{}{},
-		release:  make(chan struct{}),
 		requests: map[string]int{},
 		waiting:  map[string]int{},
 		stats:    make(chan struct{}),
@@ -160,24 +122,6 @@ func (s *Server) Value(key string) (string, bool) {
 	defer s.mu.Unlock()
 	v, ok := s.values[key]
 	return v, ok
-}
-
-// Inject adds f to the faults. Faults apply in the order they were
-// injected; each request takes at most one.
-func (s *Server) Inject(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
-}
-
-// ClearFaults removes every fault, and lets hanging requests go on to be
-// served normally.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-	close(s.release)
-	s.release = make(chan struct{})
 }
 
 // DropWaiting closes, without an answer, the connections of the long polls
@@ -256,25 +200,6 @@ func (s *Server) broadcastStats() {
 	s.stats = make(chan struct{})
 }
 
-// takeFault returns the fault that applies to a request for key, or nil.
-// s.mu must be held.
-func (s *Server) takeFault(key string) *Fault {
-	for i, f := range s.faults {
-		if f.Key != "" && f.Key != key {
-			continue
-		}
-		if f.Count > 0 {
-			f.Count--
-			if f.Count == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-		}
-		c := *f
-		return &c
-	}
-	return nil
-}
-
 // waitQuery is what a request's query asks for.
 type waitQuery struct {
 	wait     bool
@@ -327,17 +252,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	f := s.takeFault(key)
-	release := s.release
-	s.mu.Unlock()
-	if f != nil && s.misbehave(w, r, key, f, release) {
-		return
+	f, release, hit := s.faults.Take(key)
+	if hit {
+		switch f.Apply(w, r, release, s.done, s.faultAnswer(key)) {
+		case fakefault.Handled:
+			return
+		case fakefault.Released:
+			f = fault{} // served normally, IgnoreWait left out
+		}
 	}
 	if q.json {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	if q.wait && (f == nil || !f.IgnoreWait) {
+	if q.wait && !f.ignoreWait {
 		s.longPoll(w, r, key, q)
 		return
 	}
@@ -381,53 +308,6 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string) (wait
 		return waitQuery{}, false
 	}
 	return q, true
-}
-
-// misbehave applies the effects of f that come before the answer (Hang,
-// Delay, Drop, Status and Body), and reports whether the request has been
-// dealt with. A hang that ClearFaults releases leaves f's other effects
-// out: the request is served normally from there on.
-func (s *Server) misbehave(w http.ResponseWriter, r *http.Request, key string, f *Fault, release <-chan struct{}) bool {
-	if f.Hang {
-		select {
-		case <-release:
-			*f = Fault{}
-		case <-r.Context().Done():
-			return true
-		case <-s.done:
-			hangUp(w)
-			return true
-		}
-	}
-	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return true
-		case <-s.done:
-			t.Stop()
-			hangUp(w)
-			return true
-		}
-	}
-	if f.Drop {
-		hangUp(w)
-		return true
-	}
-	if f.Status != 0 || f.Body != "" {
-		code, body := f.Status, f.Body
-		if code == 0 {
-			code = http.StatusOK
-		}
-		if body == "" {
-			body = http.StatusText(code) + "\n"
-		}
-		s.reply(w, key, code, body)
-		return true
-	}
-	return false
 }
 
 // longPoll answers once key's ETag differs from q.lastETag (or, without
@@ -479,12 +359,12 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, key string, q 
 			s.replyValue(w, key, v, ok)
 			return
 		case <-drop:
-			hangUp(w)
+			fakefault.HangUp(w)
 			return
 		case <-r.Context().Done():
 			return
 		case <-s.done:
-			hangUp(w)
+			fakefault.HangUp(w)
 			return
 		}
 	}
@@ -512,17 +392,4 @@ func (s *Server) reply(w http.ResponseWriter, key string, code int, body string)
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write([]byte(body))
-}
-
-// hangUp closes the connection without writing anything.
-func hangUp(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic("termsig: gcemetatest: the ResponseWriter cannot be hijacked")
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	_ = conn.Close()
 }

@@ -1,8 +1,9 @@
 package imdstest
 
 import (
-	"net/http"
 	"time"
+
+	"github.com/termsig/termsig/internal/fakefault"
 )
 
 // A Fault makes the server misbehave the way IMDS and the networks in
@@ -26,8 +27,10 @@ type Fault struct {
 	// to token requests with "api/token"; empty means every request.
 	Key string
 
-	// Count is how many requests the fault applies to; then it is
-	// removed. Zero means every request until [Server.ClearFaults].
+	// Count limits the fault to that many requests, such as a burst of
+	// 40 throttled ones; the next request goes on to the next fault that
+	// matches, or is served. Zero means every request until
+	// [Server.ClearFaults].
 	Count int
 
 	// Hang: the request gets no answer until ClearFaults (then it is
@@ -59,92 +62,10 @@ type Fault struct {
 // Inject(Fault{Count: 1, Drop: true}) fails two requests and drops the
 // third; each request takes at most one.
 func (s *Server) Inject(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
+	s.faults.Add(f.Key, f.Count, fakefault.Effects{Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body})
 }
 
-// ClearFaults removes every fault, and lets hanging requests go on to be
-// served normally.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-	close(s.cleared)
-	s.cleared = make(chan struct{})
-}
-
-// takeFault returns the fault that applies to a request for key, or nil.
-// s.mu must be held.
-func (s *Server) takeFault(key string) *Fault {
-	for i, f := range s.faults {
-		if f.Key != "" && f.Key != key {
-			continue
-		}
-		if f.Count > 0 {
-			f.Count--
-			if f.Count == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-		}
-		c := *f
-		return &c
-	}
-	return nil
-}
-
-// misbehave applies the effects of f, and reports whether the request has
-// been dealt with. cleared is closed by ClearFaults, gone by Stop and
-// Close. A hang that ClearFaults releases leaves f's other effects out:
-// the request is served normally from there on.
-func misbehave(w http.ResponseWriter, r *http.Request, f *Fault, cleared, gone <-chan struct{}) bool {
-	if f.Hang {
-		select {
-		case <-cleared:
-			return false
-		case <-r.Context().Done():
-			return true
-		case <-gone:
-			hangUp(w)
-			return true
-		}
-	}
-	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return true
-		case <-gone:
-			hangUp(w)
-			return true
-		}
-	}
-	switch {
-	case f.Drop:
-		hangUp(w)
-	case f.Status != 0 || f.Body != "":
-		status := f.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		write(w, status, f.Body)
-	default:
-		return false
-	}
-	return true
-}
-
-// hangUp closes the connection without writing anything.
-func hangUp(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic("termsig: imdstest: the ResponseWriter cannot be hijacked")
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	_ = conn.Close()
-}
+// ClearFaults removes every fault, as IMDS that comes back does: requests
+// that hang go on to be served normally (tokens checked), and delayed ones
+// keep their delay.
+func (s *Server) ClearFaults() { s.faults.Clear() }

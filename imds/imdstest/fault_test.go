@@ -91,7 +91,7 @@ func TestFaultDrop(t *testing.T) {
 	require.Error(t, err, "no answer")
 	status, _ := do(t, c, http.MethodGet, url, nil)
 	assert.Equal(t, http.StatusOK, status)
-	assert.Equal(t, 2, srv.Requests(imdstest.PathInstanceID))
+	assert.Equal(t, 2, requests(t, srv, imdstest.PathInstanceID, 2))
 }
 
 // getAsync requests path in a goroutine; the channel gets its status, or
@@ -110,21 +110,37 @@ func getAsync(c *http.Client, url string) <-chan int {
 	return done
 }
 
-// inFlight waits until the server is answering a request.
-func inFlight(t *testing.T, srv *imdstest.Server) {
+// await waits until cond holds, looking again whenever a request arrives
+// or is answered.
+func await(t *testing.T, srv *imdstest.Server, what string, cond func() bool) {
 	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
 		served := srv.Served()
-		if srv.InFlight() > 0 {
+		if cond() {
 			return
 		}
 		select {
 		case <-served:
 		case <-timeout:
-			t.Fatal("no request arrived")
+			t.Fatal("waited in vain for " + what)
 		}
 	}
+}
+
+// inFlight waits until the server is answering a request.
+func inFlight(t *testing.T, srv *imdstest.Server) {
+	t.Helper()
+	await(t, srv, "a request in flight", func() bool { return srv.InFlight() > 0 })
+}
+
+// requests waits until srv.Requests(path) is at least want, and returns
+// it: a request is counted once its handler returns, which can be after
+// its client has had the answer.
+func requests(t *testing.T, srv *imdstest.Server, path string, want int) int {
+	t.Helper()
+	await(t, srv, path+" requests", func() bool { return srv.Requests(path) >= want })
+	return srv.Requests(path)
 }
 
 // A request held by Hang or Delay is let go by ClearFaults (Hang only:

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/termsig/termsig/internal/fakefault"
 )
 
 // The metadata paths the server knows, relative to /latest/meta-data/.
@@ -56,8 +58,9 @@ type Server struct {
 	// imds.Config.Endpoint or AWS_EC2_METADATA_SERVICE_ENDPOINT.
 	URL string
 
-	addr string
-	srv  *http.Server
+	addr   string
+	srv    *http.Server
+	faults fakefault.Queue[fakefault.Effects] // has a lock of its own
 
 	mu           sync.Mutex
 	ln           net.Listener
@@ -73,8 +76,6 @@ type Server struct {
 	hasRebalance bool
 	scheduled    []ScheduledEvent
 	lifecycle    string
-	faults       []*Fault
-	cleared      chan struct{} // closed and replaced by ClearFaults: hanging requests go on
 	counts       map[string]int
 	inFlight     int
 	served       chan struct{} // closed and replaced when a request arrives or is answered
@@ -88,13 +89,12 @@ func NewServer() *Server {
 		panic("imdstest: listen: " + err.Error())
 	}
 	s := &Server{
-		addr:    ln.Addr().String(),
-		conns:   map[net.Conn]struct{}{},
-		gone:    make(chan struct{}),
-		tokens:  map[string]time.Time{},
-		cleared: make(chan struct{}),
-		counts:  map[string]int{},
-		served:  make(chan struct{}),
+		addr:   ln.Addr().String(),
+		conns:  map[net.Conn]struct{}{},
+		gone:   make(chan struct{}),
+		tokens: map[string]time.Time{},
+		counts: map[string]int{},
+		served: make(chan struct{}),
 	}
 	s.URL = "http://" + s.addr
 	s.srv = &http.Server{
@@ -273,10 +273,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	defer s.count(key)
 
 	s.mu.Lock()
-	f := s.takeFault(key)
-	cleared, gone := s.cleared, s.gone
+	f, cleared, hit := s.faults.Take(key)
+	gone := s.gone
 	s.mu.Unlock()
-	if f != nil && misbehave(w, r, f, cleared, gone) {
+	if hit && f.Apply(w, r, cleared, gone, write) == fakefault.Handled {
 		return
 	}
 

@@ -74,7 +74,7 @@ func TestTokens(t *testing.T) {
 	srv.SetTokensOptional(true)
 	status, _ = do(t, c, http.MethodGet, md, nil)
 	assert.Equal(t, http.StatusOK, status, "IMDSv1 allowed")
-	assert.Equal(t, 5, srv.Requests("instance-id"), "every answered request is counted")
+	assert.Equal(t, 5, requests(t, srv, "instance-id", 5), "every answered request is counted")
 }
 
 func TestStateAndFaults(t *testing.T) {

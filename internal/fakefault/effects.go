@@ -1,0 +1,102 @@
+package fakefault
+
+import (
+	"net/http"
+	"time"
+)
+
+// Effects are what a fault does to the request that takes it. [Effects.Apply]
+// applies them in the order of the fields; the zero Effects let the request
+// through.
+type Effects struct {
+	Hang   bool          // no answer until the fault is cleared, the server goes, or the client gives up
+	Delay  time.Duration // hold the request back this long first
+	Drop   bool          // close the connection without an answer
+	Status int           // answer with this status, 200 if only Body is set
+	Body   string        // answer with this body
+}
+
+// An Outcome is what became of a request after [Effects.Apply].
+type Outcome int
+
+const (
+	// Handled: the request has been answered or hung up on, or its
+	// client has gone; the server is done with it.
+	Handled Outcome = iota
+
+	// Released: [Queue.Clear] ended a hang. The server serves the request
+	// as if it had taken no fault, without the fault's other effects.
+	Released
+
+	// Passed: the effects, a delay at most, leave the answer to the
+	// server, after any effects of its own that the fault has.
+	Passed
+)
+
+// Apply applies e to the request of w and r, and returns what became of
+// it. It blocks while e holds the request back: a hang until cleared (from
+// [Queue.Take]) is closed, and a hang or a delay until gone is closed, as
+// a server's Stop or Close does (then the connection is closed without an
+// answer), or until the client gives up.
+//
+// answer writes the answer of Status and Body, with status 200 if Status is
+// 0 and the Body as given, empty included: each fake adds what its
+// protocol puts on an answer, such as a status text or an ETag.
+func (e Effects) Apply(w http.ResponseWriter, r *http.Request, cleared, gone <-chan struct{}, answer func(w http.ResponseWriter, status int, body string)) Outcome {
+	if e.Hang {
+		return hold(w, r, cleared, nil, gone)
+	}
+	if e.Delay > 0 {
+		t := time.NewTimer(e.Delay)
+		defer t.Stop()
+		if hold(w, r, nil, t.C, gone) == Handled {
+			return Handled
+		}
+	}
+	switch {
+	case e.Drop:
+		HangUp(w)
+	case e.Status != 0 || e.Body != "":
+		status := e.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		answer(w, status, e.Body)
+	default:
+		return Passed
+	}
+	return Handled
+}
+
+// hold holds the request back until cleared is closed (Released) or
+// timeout fires (Passed); or until its client gives up or gone is closed
+// (Handled, and for gone its connection closed). A nil channel never
+// ends it.
+func hold(w http.ResponseWriter, r *http.Request, cleared <-chan struct{}, timeout <-chan time.Time, gone <-chan struct{}) Outcome {
+	select {
+	case <-cleared:
+		return Released
+	case <-timeout:
+		return Passed
+	case <-r.Context().Done():
+		return Handled
+	case <-gone:
+		HangUp(w)
+		return Handled
+	}
+}
+
+// HangUp closes the connection of w without writing anything, as a reset
+// connection or a dying proxy does. It panics if w cannot be hijacked;
+// those of net/http's HTTP/1 server, which the fakes use, can.
+func HangUp(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("termsig: fakefault: the ResponseWriter cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	_ = conn.Close()
+}
