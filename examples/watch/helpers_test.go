@@ -78,6 +78,7 @@ func childMain() int {
 		}
 		say("grandchild %d", gc.Process.Pid)
 	}
+	say("notify-socket %q", os.Getenv("NOTIFY_SOCKET"))
 	say("ready %d", os.Getpid())
 	for sig := range sigs {
 		name := unix.SignalName(sig.(syscall.Signal))
@@ -108,6 +109,8 @@ type run struct {
 	lines  chan string // from the child's FIFO
 	exited chan struct{}
 	status int
+	// childPid is the supervised command's pid, once it said "ready".
+	childPid int
 }
 
 // start runs watch with args; env adds to the environment (of watch and
@@ -124,6 +127,9 @@ func start(t testing.TB, env []string, args ...string) *run {
 	r.cmd = exec.Command(watchBin, args...)
 	r.cmd.Env = append(append(os.Environ(), "WATCH_TEST_LOG="+fifo), env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	// A command that outlives a failed test must not hold watch's output
+	// open for ever.
+	r.cmd.WaitDelay = time.Second
 	require.NoError(t, r.cmd.Start())
 	go func() {
 		sc := bufio.NewScanner(f)
@@ -139,6 +145,9 @@ func start(t testing.TB, env []string, args ...string) *run {
 	t.Cleanup(func() {
 		_ = r.cmd.Process.Kill()
 		<-r.exited
+		if pid := r.childPid; pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL) // the command's group
+		}
 		f.Close()
 		if t.Failed() {
 			t.Logf("watch's stderr:\n%s", r.stderr.String())
@@ -162,6 +171,9 @@ func (r *run) expect(prefix string) string {
 	for {
 		select {
 		case l := <-r.lines:
+			if rest, ok := strings.CutPrefix(l, "ready "); ok {
+				r.childPid, _ = strconv.Atoi(rest)
+			}
 			if rest, ok := strings.CutPrefix(l, prefix); ok {
 				return strings.TrimSpace(rest)
 			}
@@ -215,14 +227,29 @@ func gone(t *testing.T, pid int, within time.Duration) {
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed and replaced by each Write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
+}
+
+// next returns a channel that the next Write closes.
+func (s *syncBuffer) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 func (s *syncBuffer) String() string {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,21 +28,29 @@ const maxHookOutput = 64 << 10
 
 // runHooks runs o.exec once per notice until the first imminent one (see
 // options.ends), then waits for the hooks under way. Hooks for the same
-// event (the same source and Notice.Event) run one after another, in
-// order; hooks for different events may run at the same time. It returns
-// exitFailed if a hook failed or timed out.
+// event (the same source and Notice.Event) run one after another; while
+// one runs, only the latest notice of that event waits its turn. It
+// returns exitFailed if a hook failed or timed out, or if no source can
+// work here.
 func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	n := newNotifier(srcs, log)
 	defer n.Stop()
-	h := &hookRunner{o: o, log: log, queues: map[eventKey][]termsig.Notice{}}
-	for nt := range n.C() {
-		if !o.wants(nt) {
-			log.Debug("watch: notice filtered out by --kinds", "notice", nt)
-			continue
-		}
-		h.enqueue(nt)
-		if o.ends(nt) {
-			break
+	h := &hookRunner{o: o, log: log, queues: map[eventKey]*hookQueue{}}
+	ready := n.Ready()
+	for ended := false; !ended; {
+		select {
+		case <-ready:
+			if nothingRuns(n, log) {
+				return exitFailed
+			}
+			ready = nil
+		case nt := <-n.C():
+			if !o.wants(nt) {
+				log.Debug("watch: notice filtered out by --kinds", "notice", nt)
+				continue
+			}
+			ended = o.ends(nt)
+			h.enqueue(nt, ended)
 		}
 	}
 	h.wg.Wait()
@@ -53,43 +62,65 @@ func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 
 type eventKey struct{ source, event string }
 
-// A hookRunner keeps one queue of notices per event, each drained by its
-// own goroutine while it is not empty.
+// A hookQueue is the hook running for one event and the one waiting.
+type hookQueue struct {
+	next    *termsig.Notice // waiting; a newer notice replaces it
+	running bool
+}
+
+// A hookRunner runs the hooks, one goroutine per event while it has work.
 type hookRunner struct {
 	o   *options
 	log *slog.Logger
 	wg  sync.WaitGroup
 
 	mu     sync.Mutex
-	queues map[eventKey][]termsig.Notice // an entry exists while a goroutine drains it
+	queues map[eventKey]*hookQueue
+	ending bool // the final notice came: waiting hooks of other events are dropped
 	nfail  int
 }
 
-func (h *hookRunner) enqueue(nt termsig.Notice) {
+// enqueue hands nt to its event's queue; final marks the notice that ends
+// watch, after which hooks that have not started are dropped.
+func (h *hookRunner) enqueue(nt termsig.Notice, final bool) {
 	k := eventKey{nt.Source, nt.Event}
 	h.mu.Lock()
-	q, busy := h.queues[k]
-	h.queues[k] = append(q, nt)
-	h.mu.Unlock()
-	if !busy {
-		h.wg.Go(func() { h.drain(k) })
+	defer h.mu.Unlock()
+	if final {
+		h.ending = true
+		for _, q := range h.queues {
+			q.next = nil
+		}
+	}
+	q := h.queues[k]
+	if q == nil {
+		q = &hookQueue{}
+		h.queues[k] = q
+	}
+	if q.next != nil {
+		h.log.Info("watch: a newer notice of the same event replaces a hook not yet started", "notice", nt)
+	}
+	q.next = &nt
+	if !q.running {
+		q.running = true
+		h.wg.Go(func() { h.drain(k, q) })
 	}
 }
 
-// drain runs the hooks of k's queue in order until it is empty.
-func (h *hookRunner) drain(k eventKey) {
+// drain runs q's hooks until none waits.
+func (h *hookRunner) drain(k eventKey, q *hookQueue) {
 	for {
 		h.mu.Lock()
-		q := h.queues[k]
-		if len(q) == 0 {
+		nt := q.next
+		q.next = nil
+		if nt == nil {
+			q.running = false
 			delete(h.queues, k)
 			h.mu.Unlock()
 			return
 		}
-		nt := q[0]
-		h.queues[k] = q[1:]
 		h.mu.Unlock()
-		if err := h.run(nt); err != nil {
+		if err := h.run(*nt); err != nil {
 			h.mu.Lock()
 			h.nfail++
 			h.mu.Unlock()
@@ -104,7 +135,8 @@ func (h *hookRunner) failed() bool {
 }
 
 // run runs the hook for nt in its own process group, killed whole at its
-// timeout, and logs its output and status.
+// timeout and once the hook has exited (what it left in the background
+// goes with it), and logs its output and status.
 func (h *hookRunner) run(nt termsig.Notice) error {
 	timeout := h.timeout(nt)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -115,34 +147,51 @@ func (h *hookRunner) run(nt termsig.Notice) error {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.o.exec)
-	cmd.Env = append(os.Environ(), noticeEnv(nt, time.Now())...)
+	cmd.Env = append(childEnviron(), noticeEnv(nt, time.Now())...)
 	cmd.Stdin = bytes.NewReader(append(payload, '\n'))
 	var out cappedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	killGroupOnCancel(cmd)
 	start := time.Now()
 	err = cmd.Run()
-	took := time.Since(start).Round(time.Millisecond)
-	attrs := []any{"notice", nt, "took", took, "output", out.String()}
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the hook
+	}
+	return h.report(nt, cmd, err, ctx.Err() != nil, timeout, time.Since(start), out.String())
+}
+
+// report logs how a hook ended and returns an error if it failed.
+func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOut bool, timeout, took time.Duration, out string) error {
+	attrs := []any{"notice", nt, "took", took.Round(time.Millisecond), "output", out}
+	code := exitNoChild
+	if cmd.ProcessState != nil {
+		code = exitStatus(cmd.ProcessState)
+	}
 	switch {
-	case ctx.Err() != nil:
+	case timedOut:
 		h.log.Error("watch: hook killed at its timeout", append(attrs, "timeout", timeout)...)
-		return ctx.Err()
-	case err != nil:
-		h.log.Error("watch: hook failed", append(attrs, "status", status(err))...)
-		return err
+		return context.DeadlineExceeded
+	case errors.Is(err, exec.ErrWaitDelay) && code == 0:
+		// The hook exited 0 but left a process holding its output.
+		h.log.Warn("watch: hook done; it left a background process, killed", append(attrs, "status", 0)...)
+		return nil
+	case err != nil || code != 0:
+		h.log.Error("watch: hook failed", append(attrs, "status", code, "err", err)...)
+		return errors.Join(err, errors.New("exit status "+strconv.Itoa(code)))
 	}
 	h.log.Info("watch: hook done", append(attrs, "status", 0)...)
 	return nil
 }
 
-// timeout is --hook-timeout, or the time to nt's deadline minus the
-// margin, or --grace when nt has none; at least minHookTime.
+// timeout is --hook-timeout; or, for an imminent notice, the time to its
+// deadline minus the margin (at least minHookTime), and --grace when it
+// has no deadline; or --grace for advice, whose deadline may be weeks
+// away.
 func (h *hookRunner) timeout(nt termsig.Notice) time.Duration {
 	switch {
 	case h.o.hookTimeout > 0:
 		return h.o.hookTimeout
-	case nt.Deadline.IsZero():
+	case nt.Deadline.IsZero() || !nt.Kind.Imminent():
 		return h.o.grace
 	}
 	return max(time.Until(nt.Deadline)-h.o.margin, minHookTime)
@@ -165,23 +214,26 @@ func noticeEnv(nt termsig.Notice, now time.Time) []string {
 	}
 }
 
+// childEnviron is watch's environment for a hook or the supervised command,
+// without NOTIFY_SOCKET: systemd's notifications are watch's to send.
+func childEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // killGroupOnCancel puts cmd in a process group of its own, and makes the
 // cancellation of its context kill that whole group, so that a hook's own
 // children do not outlive its timeout.
 func killGroupOnCancel(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// A child left in another group could hold the output pipe open.
+	// A background process of the hook could hold the output pipe open.
 	cmd.WaitDelay = time.Second
-}
-
-// status is the exit status a shell would report for err from Wait.
-func status(err error) int {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return exitNoChild
-	}
-	return exitStatus(ee.ProcessState)
 }
 
 // exitStatus is ps's exit code, or 128+N when the process died of signal

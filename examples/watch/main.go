@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -109,6 +110,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	o.cmd = fs.Args()
+	dashes := len(args) > len(o.cmd) && args[len(args)-len(o.cmd)-1] == "--"
+	switch {
+	case dashes && len(o.cmd) == 0:
+		return nil, errors.New("no command after --")
+	case len(o.cmd) > 0 && o.cmd[0] == "":
+		return nil, errors.New("the command to supervise is empty")
+	}
 	return o, o.check(kinds, sig)
 }
 
@@ -126,11 +134,7 @@ func (o *options) check(kinds, sig string) error {
 	case o.margin < 0 || o.grace <= 0 || o.hookTimeout < 0 || o.imdsEvery < 0:
 		return errors.New("--margin, --hook-timeout and --imds-interval must not be negative, --grace must be positive")
 	}
-	if s := unix.SignalNum(strings.ToUpper(sig)); s != 0 {
-		o.signal = s
-	} else if s := unix.SignalNum("SIG" + strings.ToUpper(sig)); s != 0 {
-		o.signal = s
-	} else {
+	if o.signal = parseSignal(sig); o.signal == 0 {
 		return fmt.Errorf("--signal: unknown signal %q", sig)
 	}
 	if kinds == "" {
@@ -147,8 +151,33 @@ func (o *options) check(kinds, sig string) error {
 	return nil
 }
 
-// wants reports whether nt passes the --kinds filter.
-func (o *options) wants(nt termsig.Notice) bool { return o.kinds == nil || o.kinds[nt.Kind] }
+// parseSignal reads "SIGTERM", "TERM", "term" or "15"; 0 means none.
+func parseSignal(s string) syscall.Signal {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n > 0 && unix.SignalName(syscall.Signal(n)) != "" {
+			return syscall.Signal(n)
+		}
+		return 0
+	}
+	up := strings.ToUpper(s)
+	if sig := unix.SignalNum(up); sig != 0 {
+		return sig
+	}
+	return unix.SignalNum("SIG" + up)
+}
+
+// wants reports whether nt passes the --kinds filter. A signal sent to
+// watch itself that ends it always passes: --kinds must not make watch
+// deaf to SIGTERM.
+func (o *options) wants(nt termsig.Notice) bool {
+	return o.kinds == nil || o.kinds[nt.Kind] || isOwnSignal(nt) && nt.Kind.Imminent()
+}
+
+// isOwnSignal reports whether nt is a signal sent to watch itself.
+func isOwnSignal(nt termsig.Notice) bool {
+	_, ok := nt.Signal.(syscall.Signal)
+	return ok
+}
 
 // pickSources returns the sources to watch. When supervising, watch
 // forwards the signals it receives to the command itself, so the signal
@@ -188,18 +217,38 @@ func newLogger(w io.Writer, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// newNotifier starts the sources with watch's logger.
+// newNotifier starts the sources with watch's logger, and says so once
+// they are set up (signal handlers installed, subscriptions open).
 func newNotifier(srcs []termsig.Source, log *slog.Logger) *termsig.Notifier {
-	return termsig.Config{Logger: log}.New(srcs...)
+	n := termsig.Config{Logger: log}.New(srcs...)
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.Name()
+	}
+	log.Info("watch: watching", "sources", strings.Join(names, ","))
+	return n
+}
+
+// nothingRuns reports, once every source has had its first look, whether
+// none of them is left running (none applies here, or each one's
+// configuration is wrong): watch would then wait for ever, so it logs why
+// and the caller exits.
+func nothingRuns(n *termsig.Notifier, log *slog.Logger) bool {
+	for _, st := range n.Status() {
+		if st.State == termsig.StateRunning {
+			return false
+		}
+	}
+	for _, st := range n.Status() {
+		log.Error("watch: source ended", "source", st.Name, "state", st.State.String(), "err", st.Err)
+	}
+	log.Error("watch: no source can work here; nothing to watch")
+	return true
 }
 
 // ends reports whether watch, in print or hook mode without --follow,
 // stops after nt; with --follow only an imminent notice about watch itself
 // (a signal sent to it) does.
 func (o *options) ends(nt termsig.Notice) bool {
-	if !nt.Kind.Imminent() {
-		return false
-	}
-	_, local := nt.Signal.(syscall.Signal)
-	return !o.follow || local
+	return nt.Kind.Imminent() && (!o.follow || isOwnSignal(nt))
 }

@@ -16,7 +16,18 @@ import (
 func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logger) int {
 	n := newNotifier(srcs, log)
 	defer n.Stop()
-	for nt := range n.C() {
+	ready := n.Ready()
+	for {
+		var nt termsig.Notice
+		select {
+		case <-ready:
+			if nothingRuns(n, log) {
+				return exitFailed
+			}
+			ready = nil
+			continue
+		case nt = <-n.C():
+		}
 		if !o.wants(nt) {
 			log.Debug("watch: notice filtered out by --kinds", "notice", nt)
 			continue
@@ -29,7 +40,6 @@ func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logg
 			return exitOK
 		}
 	}
-	return exitOK
 }
 
 func printOne(w io.Writer, format string, nt termsig.Notice) error {

@@ -20,6 +20,19 @@ import (
 // forwarded are the signals watch passes on to the command as they are.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
+// catchable is forwarded less the signals that were ignored when watch
+// started (as under nohup): os/signal would otherwise un-ignore them for
+// the command too.
+func catchable() []os.Signal {
+	var sigs []os.Signal
+	for _, sig := range forwarded {
+		if !ossignal.Ignored(sig) {
+			sigs = append(sigs, sig)
+		}
+	}
+	return sigs
+}
+
 // extendEvery is how often systemd is told again, while the command
 // drains, that watch needs until the kill time (EXTEND_TIMEOUT_USEC).
 const extendEvery = 5 * time.Second
@@ -33,10 +46,11 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	// Before the command starts, so that a signal in between is forwarded,
 	// not watch's death.
 	sigc := make(chan os.Signal, 32)
-	ossignal.Notify(sigc, forwarded...)
+	ossignal.Notify(sigc, catchable()...)
 	defer ossignal.Stop(sigc)
 
 	cmd := exec.Command(o.cmd[0], o.cmd[1:]...)
+	cmd.Env = childEnviron()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -53,7 +67,7 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	}
 	n := newNotifier(srcs, log)
 	defer n.Stop()
-	s := &supervisor{o: o, log: log, pid: cmd.Process.Pid, kill: stoppedTimer(), extend: stoppedTimer()}
+	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer()}
 	defer s.kill.Stop()
 	defer s.extend.Stop()
 	for {
@@ -63,8 +77,8 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 		case nt := <-n.C():
 			s.notice(nt)
 		case <-s.kill.C:
-			log.Warn("watch: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.pid)
-			_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+			log.Warn("watch: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.proc.Pid)
+			_ = syscall.Kill(-s.proc.Pid, syscall.SIGKILL)
 		case <-s.extend.C:
 			s.extendTimeout()
 		case err := <-exited:
@@ -73,20 +87,44 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	}
 }
 
+// minDrain is the least time the command gets between its stop signal
+// and SIGKILL (at most --grace), even when the deadline minus the margin
+// has passed: a notice found already posted at start still leaves a
+// moment to hand work back.
+const minDrain = 2 * time.Second
+
 // A supervisor is the state of one supervised command.
 type supervisor struct {
-	o      *options
-	log    *slog.Logger
-	pid    int // the command's, and its process group's
-	kill   *time.Timer
-	extend *time.Timer
-	killAt time.Time // zero until a notice stops the command
+	o        *options
+	log      *slog.Logger
+	proc     *os.Process // the command; its pid is its process group's id
+	kill     *time.Timer
+	extend   *time.Timer
+	killAt   time.Time // zero until a notice stops the command
+	stopSent bool      // a terminating signal has reached the command
+}
+
+// terminating are the signals that ask the command to stop.
+func terminating(sig syscall.Signal) bool {
+	return sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGQUIT
 }
 
 func (s *supervisor) forward(sig os.Signal) {
-	s.log.Info("watch: forwarding a signal to the command", "signal", termsig.SignalName(sig), "pid", s.pid)
-	if err := syscall.Kill(s.pid, sig.(syscall.Signal)); err != nil {
-		s.log.Warn("watch: cannot forward the signal", "signal", termsig.SignalName(sig), "err", err)
+	s.log.Info("watch: forwarding a signal to the command", "signal", termsig.SignalName(sig), "pid", s.proc.Pid)
+	s.send(sig.(syscall.Signal))
+}
+
+// send signals the command (through its pidfd where the system has one,
+// so never another process that reused its pid); a stop signal is followed
+// by SIGCONT, as systemd does, so that a stopped command sees it.
+func (s *supervisor) send(sig syscall.Signal) {
+	if err := s.proc.Signal(sig); err != nil {
+		s.log.Warn("watch: cannot signal the command", "signal", termsig.SignalName(sig), "err", err)
+		return
+	}
+	if terminating(sig) || sig == s.o.signal {
+		s.stopSent = true
+		_ = s.proc.Signal(syscall.SIGCONT)
 	}
 }
 
@@ -97,10 +135,7 @@ func (s *supervisor) notice(nt termsig.Notice) {
 		s.log.Info("watch: notice", "notice", nt, "acted", false)
 		return
 	}
-	at := nt.Observed.Add(s.o.grace)
-	if !nt.Deadline.IsZero() {
-		at = nt.Deadline.Add(-s.o.margin)
-	}
+	at := s.killTime(nt)
 	first := s.killAt.IsZero()
 	if !first && !at.Before(s.killAt) {
 		s.log.Info("watch: another imminent notice; the kill time stays", "notice", nt, "kill_at", s.killAt)
@@ -113,19 +148,40 @@ func (s *supervisor) notice(nt termsig.Notice) {
 		s.extendTimeout()
 		return
 	}
-	s.log.Warn("watch: imminent notice: stopping the command", "notice", nt, "signal", termsig.SignalName(s.o.signal), "kill_at", at)
 	notify("STOPPING=1", s.log)
-	if err := syscall.Kill(s.pid, s.o.signal); err != nil {
-		s.log.Warn("watch: cannot signal the command", "err", err)
+	if s.stopSent {
+		s.log.Warn("watch: imminent notice; the command was already asked to stop", "notice", nt, "kill_at", at)
+	} else {
+		s.log.Warn("watch: imminent notice: stopping the command", "notice", nt, "signal", termsig.SignalName(s.o.signal), "kill_at", at)
+		s.send(s.o.signal)
 	}
 	s.extendTimeout()
 }
 
+// killTime is when the command is SIGKILLed after nt: the deadline minus
+// the margin, or --grace after nt without a deadline; never sooner than
+// min(minDrain, --grace) from now.
+func (s *supervisor) killTime(nt termsig.Notice) time.Time {
+	at := nt.Observed.Add(s.o.grace)
+	if !nt.Deadline.IsZero() {
+		at = nt.Deadline.Add(-s.o.margin)
+	}
+	if floor := time.Now().Add(min(minDrain, s.o.grace)); at.Before(floor) {
+		s.log.Warn("watch: the deadline minus the margin has passed: the command gets a moment anyway", "notice", nt, "drain", min(minDrain, s.o.grace))
+		at = floor
+	}
+	return at
+}
+
 // extendTimeout tells systemd, under which watch may run, to wait for the
-// drain until a little after the kill time, and to be told again.
+// drain until a little after the kill time, and to be told again; past
+// the kill time it stops, so that systemd's own timeout applies.
 func (s *supervisor) extendTimeout() {
-	left := max(time.Until(s.killAt), 0) + extendEvery
-	notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", left.Microseconds()), s.log)
+	left := time.Until(s.killAt)
+	if left < 0 {
+		return
+	}
+	notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", (left+extendEvery).Microseconds()), s.log)
 	s.extend.Reset(extendEvery)
 }
 
