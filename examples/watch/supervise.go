@@ -159,17 +159,23 @@ func (s *supervisor) notice(nt termsig.Notice) {
 }
 
 // killTime is when the command is SIGKILLed after nt: the deadline minus
-// the margin, or --grace after nt without a deadline; never sooner than
-// min(minDrain, --grace) from now.
+// the margin, or --grace after nt without a deadline. When that time has
+// passed already, the command gets min(minDrain, --grace) anyway, but no
+// more than is left to a deadline still ahead.
 func (s *supervisor) killTime(nt termsig.Notice) time.Time {
 	at := nt.Observed.Add(s.o.grace)
 	if !nt.Deadline.IsZero() {
 		at = nt.Deadline.Add(-s.o.margin)
 	}
-	if floor := time.Now().Add(min(minDrain, s.o.grace)); at.Before(floor) {
-		s.log.Warn("watch: the deadline minus the margin has passed: the command gets a moment anyway", "notice", nt, "drain", min(minDrain, s.o.grace))
-		at = floor
+	now := time.Now()
+	if !at.Before(now) {
+		return at
 	}
+	at = now.Add(min(minDrain, s.o.grace))
+	if nt.Deadline.After(now) && nt.Deadline.Before(at) {
+		at = nt.Deadline
+	}
+	s.log.Warn("watch: the deadline minus the margin has passed: the command gets a moment anyway", "notice", nt, "kill_at", at)
 	return at
 }
 
