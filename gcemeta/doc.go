@@ -93,6 +93,17 @@
 //     preempted value other than TRUE or FALSE, JSON that is not the
 //     upcoming-maintenance object) is an error, not a notice; the source
 //     then waits for the value to change.
+//   - An answer that is not the metadata server's is an error, whatever it
+//     says: one without the header "Metadata-Flavor: Google", which the
+//     server puts on every answer (a captive portal, a proxy, a request
+//     that went elsewhere); a redirect (3xx), which is never followed, so
+//     that no request goes to the host it names; an answer longer than 64
+//     KiB, cut off there. This holds for a [Config.HTTPClient] too: the
+//     source uses it through a copy that refuses redirects and cuts
+//     answers off.
+//   - The source's own client resolves names with Go's resolver, each
+//     lookup ending with its request, so that a DNS server that does not
+//     answer holds neither Stop nor a goroutine past Watch.
 //   - A long poll that was answered is followed by the next request for
 //     the same key no sooner than [Config.MinInterval] (1 s) after it
 //     started, so a server that ignores wait_for_change costs at most one

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/health"
 	"github.com/termsig/termsig/internal/host"
+	"github.com/termsig/termsig/internal/httpguard"
 )
 
 // Protocol constants.
@@ -90,10 +90,15 @@ type Config struct {
 	// HTTPClient sends the requests. Nil means a client of the Source's
 	// own for each Watch, which dials directly (never through a proxy:
 	// the metadata server is link-local) with a 2 s connect timeout, as
-	// Google's metadata package does, and whose idle connections are
+	// Google's metadata package does, resolves names with Go's resolver,
+	// each lookup ending with its request, and whose idle connections are
 	// closed when Watch returns. Timeouts come from request contexts, so
 	// a client's Timeout must be zero or above WaitTimeout +
 	// RequestTimeout.
+	//
+	// Either client is used through a copy whose transport refuses
+	// redirects (a 3xx answer is an error, never followed) and cuts off
+	// an answer longer than 64 KiB; HTTPClient itself is not changed.
 	HTTPClient *http.Client
 
 	// WaitTimeout is the longest a long poll waits for a change, sent as
@@ -140,6 +145,11 @@ type Config struct {
 	// Notifier logs each change. Nil means slog.Default(); pass
 	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
+
+	// dnsDial dials the DNS server for the lookups of the source's own
+	// client; nil means a net.Dialer. Tests point it at a server of their
+	// own (see export_test.go).
+	dnsDial httpguard.DialFunc
 }
 
 // A Source reports GCE preemption and host maintenance: a [termsig.Source]
@@ -201,7 +211,9 @@ func (s *Source) Available() error {
 // [metadata.NotDefinedError] for 404 on a key that was served before, an
 // error wrapping [context.DeadlineExceeded] when the server did not answer
 // in time, an error that wraps the network error (such as a
-// [*net.OpError]), or a parse error.
+// [*net.OpError]), a parse error, or an error for an answer that is not
+// the metadata server's (without "Metadata-Flavor: Google", a redirect,
+// longer than 64 KiB).
 //
 // [*metadata.Error]: https://pkg.go.dev/cloud.google.com/go/compute/metadata#Error
 // [metadata.NotDefinedError]: https://pkg.go.dev/cloud.google.com/go/compute/metadata#NotDefinedError
@@ -343,14 +355,11 @@ func (s *Source) start(ctx context.Context) (*watcher, error) {
 		health:     health.New(ctx, len(keys)),
 	}
 	if w.hc == nil {
-		w.ownTransport = &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: len(keys),
-			IdleConnTimeout:     90 * time.Second,
-		}
+		w.ownTransport = httpguard.NewTransport(2*time.Second, len(keys), c.dnsDial)
 		w.hc = &http.Client{Transport: w.ownTransport}
 	}
+	// Redirects refused and answers cut off, whoever made the client.
+	w.hc = httpguard.Guard(w.hc, maxBody)
 	return w, nil
 }
 

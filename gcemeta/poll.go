@@ -3,7 +3,6 @@ package gcemeta
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/backoff"
+	"github.com/termsig/termsig/internal/httpguard"
 )
 
 type notDefined = metadata.NotDefinedError
@@ -50,6 +50,16 @@ var keys = [...]keySpec{
 // maxBody bounds what is read of a response: the values are a few bytes,
 // the upcoming-maintenance object a few hundred.
 const maxBody = 64 << 10
+
+// flavorHeader is the header, with the value "Google", that requests to the
+// metadata server carry and that its answers carry too.
+const flavorHeader = "Metadata-Flavor"
+
+// errNotMetadataServer is an answer without "Metadata-Flavor: Google": the
+// metadata server puts it on every answer, so whatever such an answer
+// says, it is not a value (it comes from a captive portal, a proxy, a
+// request that went to another host), and never makes a notice.
+var errNotMetadataServer = errors.New("answer without Metadata-Flavor: Google: not the metadata server")
 
 // maxRaw bounds Notice.Raw.
 const maxRaw = 4 << 10
@@ -202,19 +212,19 @@ func (w *watcher) get(ctx context.Context, k *keySpec, etag string) (body []byte
 	if err != nil {
 		return nil, "", err
 	}
-	req.Header.Set("Metadata-Flavor", "Google")
+	req.Header.Set(flavorHeader, "Google")
 	req.Header.Set("User-Agent", userAgent)
 	res, err := w.hc.Do(req)
 	if err != nil {
 		return nil, "", transportError(ctx, rctx, err, timeout)
 	}
 	defer res.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	if res.Header.Get(flavorHeader) != "Google" {
+		return nil, "", errNotMetadataServer
+	}
+	body, err = io.ReadAll(res.Body) // cut off past maxBody by the guard (see start)
 	if err != nil {
 		return nil, "", transportError(ctx, rctx, err, timeout)
-	}
-	if len(body) > maxBody {
-		return nil, "", fmt.Errorf("answer longer than %d bytes", maxBody)
 	}
 	switch res.StatusCode {
 	case http.StatusOK:
@@ -235,6 +245,10 @@ func transportError(ctx, rctx context.Context, err error, timeout time.Duration)
 	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		return errNoAnswer(timeout)
+	}
+	var ge *httpguard.Error // a redirect or an answer too long: stable already
+	if errors.As(err, &ge) {
+		return ge
 	}
 	return &netError{text: describe(err), err: err}
 }

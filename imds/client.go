@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/termsig/termsig/internal/httpguard"
 )
 
 // client returns the SDK client of one Watch, and a function that closes
@@ -22,10 +24,14 @@ func (c *Config) client() (*awsimds.Client, func()) {
 	if c.Client != nil {
 		return c.Client, func() {}
 	}
-	tr := newTransport()
+	// No proxy (IMDS is link-local), a short dial timeout as the SDK uses,
+	// and keep-alive so that polling once a second reuses a connection.
+	tr := httpguard.NewTransport(250*time.Millisecond, 4, c.dnsDial)
 	opts := awsimds.Options{
-		Endpoint:                 c.Endpoint,
-		HTTPClient:               &http.Client{Transport: tr},
+		Endpoint: c.Endpoint,
+		// The SDK reads each answer whole before the source sees it:
+		// only the transport can cut one off, the token's included.
+		HTTPClient:               httpguard.Guard(&http.Client{Transport: tr}, maxBody),
 		Retryer:                  newRetryer(c.Interval),
 		DisableDefaultMaxBackoff: true,
 	}
@@ -38,28 +44,30 @@ func (c *Config) client() (*awsimds.Client, func()) {
 	return awsimds.New(opts), tr.CloseIdleConnections
 }
 
-// newTransport returns the transport of a Source's own client: no proxy
-// (IMDS is link-local), a short dial timeout as the SDK uses, and
-// keep-alive so that polling once a second reuses one connection.
-func newTransport() *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 250 * time.Millisecond, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-	}
-}
-
 // newRetryer returns the SDK retryer of a Source's own client: the SDK's
 // standard three attempts (so that a 401 is retried with a fresh token and
 // a single 503 does not fail a poll), but with waits between attempts
 // scaled to the polling interval rather than up to a second, and without
 // the retry quota, which a long outage would drain for good: the source's
-// own backoff between polls is what protects IMDS.
+// own backoff between polls is what protects IMDS. An answer that the
+// transport refused (a redirect, a body too large) is not tried again:
+// the same server would answer the same.
 func newRetryer(interval time.Duration) aws.Retryer {
 	std := retry.NewStandard(func(o *retry.StandardOptions) {
 		o.RateLimiter = ratelimit.None
+		o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(refused)}, o.Retryables...)
 	})
 	return retry.AddWithMaxBackoffDelay(std, min(interval/4, time.Second))
+}
+
+// refused says that an error of the guarded transport is not to be retried,
+// and leaves other errors to the SDK's rules.
+func refused(err error) aws.Ternary {
+	var ge *httpguard.Error
+	if errors.As(err, &ge) {
+		return aws.FalseTernary
+	}
+	return aws.UnknownTernary
 }
 
 // describe says what went wrong in a few stable words. The Notifier logs
@@ -69,7 +77,10 @@ func newRetryer(interval time.Duration) aws.Retryer {
 func describe(err error, timeout time.Duration) string {
 	var re *smithyhttp.ResponseError
 	var ne net.Error
+	var ge *httpguard.Error
 	switch {
+	case errors.As(err, &ge):
+		return ge.Error()
 	case errors.As(err, &re):
 		return fmt.Sprintf("HTTP %d", re.HTTPStatusCode())
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():

@@ -10,6 +10,7 @@ import (
 	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/termsig/termsig/internal/host"
+	"github.com/termsig/termsig/internal/httpguard"
 )
 
 // The defaults of the [Config] fields of the same names.
@@ -61,9 +62,21 @@ type Config struct {
 
 	// Client is the SDK client to use, for a program that configures its
 	// own; it overrides Endpoint, and is used as it is (its own retryer,
-	// timeouts and AWS_EC2_METADATA_DISABLED handling). Nil means a
-	// client made for each Watch: waits between the SDK's attempts scaled
-	// to Interval, no retry quota, connections closed when Watch returns.
+	// timeouts, HTTP client and AWS_EC2_METADATA_DISABLED handling). Nil
+	// means a client made for each Watch: waits between the SDK's
+	// attempts scaled to Interval, no retry quota, connections closed
+	// when Watch returns, and the guards of the package documentation
+	// (see Faults): answers cut off past 1 MiB, redirects refused, DNS
+	// lookups that end with their request.
+	//
+	// Those guards live in the HTTP client, which the SDK does not let
+	// the source change in a Client made elsewhere: with a Client of its
+	// own, a program gets what its HTTP client does. The SDK reads each
+	// answer whole before the source sees it, and its default HTTP client
+	// follows 307 and 308 redirects, to any host, with the token. So a
+	// Client for a host that may not be IMDS should be made with
+	// awsimds.Options.HTTPClient set to a client whose transport caps
+	// bodies and refuses redirects.
 	Client *awsimds.Client
 
 	// Interval is how often the urgent paths (spot/instance-action,
@@ -108,6 +121,11 @@ type Config struct {
 	// "/". Set it when the program runs in a container that sees the
 	// host's root filesystem under another directory, such as /host.
 	Root string
+
+	// dnsDial dials the DNS server for the lookups of the source's own
+	// client; nil means a net.Dialer. Tests point it at a server of their
+	// own (see export_test.go).
+	dnsDial httpguard.DialFunc
 }
 
 // withDefaults returns c with each zero field set to its default: the one

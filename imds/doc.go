@@ -57,7 +57,8 @@
 //
 // No error makes a notice: IMDS unreachable, 401, bursts of 429 or 503,
 // answers slower than Config.RequestTimeout, truncated JSON, an HTML page
-// with status 200. The source keeps running, backs off (the interval
+// with status 200, a redirect, an answer that goes on past 1 MiB. The
+// source keeps running, backs off (the interval
 // doubles per failure up to [Config.MaxBackoff], every wait watching ctx),
 // and reports the error through [termsig.ReportError], so that it shows
 // in [termsig.Notifier.Status]; the Notifier logs each change. While several
@@ -67,6 +68,27 @@
 // one outage is one log line. A bad answer for scheduled events never
 // reads as "the events are gone". When ctx is done, requests in flight
 // are cancelled and Watch returns at once, whatever IMDS does.
+//
+// The source's own HTTP client (without [Config.Client]) guards what the
+// SDK would not:
+//
+//   - A redirect (3xx) is an error, "imds: redirect refused (HTTP 302)",
+//     never followed: the token and the request stay with the endpoint,
+//     and another host's answer makes no notice. The SDK does not try it
+//     again.
+//   - Every answer, the token's included, is cut off past 1 MiB, in the
+//     transport, before the SDK (which reads an answer whole) sees it: an
+//     answer that never ends costs about 2 MiB of allocations and one
+//     error, "imds: answer larger than 1 MiB", and Stop stays prompt while
+//     it streams. (A token that is cut off leaves the SDK to go on without
+//     one, as IMDSv1, so the error shown is that of the request after it,
+//     typically a 401.)
+//   - Names in the endpoint are resolved by Go's own resolver, each lookup
+//     ending with its request, so that a DNS server that does not answer
+//     holds neither Stop nor a goroutine past Watch.
+//
+// A Config.Client of the program's own is used as it is, guards or not:
+// see [Config.Client].
 //
 // A Config that cannot work (an endpoint that is not an http or https URL,
 // a negative duration, an interval below FloorInterval, unknown Events) is
@@ -100,7 +122,7 @@
 //   - At idle, at the defaults, over one real minute: 125 requests (2.08 a
 //     second): 60 + 60 urgent, 2 + 2 advisory, 1 token.
 //   - One poll cycle of the four paths: 170 µs wall, 170–190 µs of CPU
-//     (the fake's included), 56 KB and 848 allocations, mostly the AWS
+//     (the fake's included), 58 KB and 865 allocations, mostly the AWS
 //     SDK's middleware.
 //
 // Reproduce them with

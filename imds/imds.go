@@ -97,7 +97,9 @@ func (s *Source) Available() error {
 // Each notice's Event names the event, unique within the source:
 //
 //   - spot/instance-action: Terminate, Stop or Hibernate by its action,
-//     with Deadline its time, Event "spot/instance-action". One
+//     with Deadline its time (zero if the time is missing or not an RFC
+//     3339 string: the action alone is reason enough to leave), Event
+//     "spot/instance-action". One
 //     interruption is reported once, even when its time moves between
 //     polls; again only if the action changes or the path went back to 404
 //     in between.

@@ -55,11 +55,14 @@ type spotAction struct {
 // parseInstanceAction parses spot/instance-action:
 // {"action": "terminate"|"stop"|"hibernate", "time": "2017-09-18T08:22:00Z"}.
 // An unknown action is an error, not a notice. A missing or unreadable time
-// leaves Deadline zero: the action alone is reason enough to leave.
+// leaves Deadline zero: the action alone is reason enough to leave. That
+// includes a time that is not a string (a number, an object, null), which
+// is why Time is decoded on its own: as a string field, it would fail the
+// whole document.
 func parseInstanceAction(body []byte) (spotAction, error) {
 	var doc struct {
-		Action *string `json:"action"`
-		Time   string  `json:"time"`
+		Action *string         `json:"action"`
+		Time   json.RawMessage `json:"time"`
 	}
 	if err := decodeObject(body, &doc); err != nil {
 		return spotAction{}, err
@@ -78,8 +81,11 @@ func parseInstanceAction(body []byte) (spotAction, error) {
 	default:
 		return spotAction{}, badPayload("unknown action %q", *doc.Action)
 	}
-	if t, err := time.Parse(time.RFC3339, doc.Time); err == nil {
-		a.Deadline = t
+	var at string
+	if json.Unmarshal(doc.Time, &at) == nil {
+		if t, err := time.Parse(time.RFC3339, at); err == nil {
+			a.Deadline = t
+		}
 	}
 	return a, nil
 }
@@ -87,17 +93,22 @@ func parseInstanceAction(body []byte) (spotAction, error) {
 // parseRebalance parses events/recommendations/rebalance:
 // {"noticeTime": "2020-10-27T08:22:00Z"}. The time is informative only; an
 // unreadable one is kept as text.
+// A document that is an object is a recommendation, whatever its
+// noticeTime holds (a string, as documented, or something else): the
+// time only goes into the Reason, and a recommendation must not be
+// missed because its time cannot be read.
 func parseRebalance(body []byte) (noticeTime string, err error) {
 	var doc struct {
-		NoticeTime *string `json:"noticeTime"`
+		NoticeTime json.RawMessage `json:"noticeTime"`
 	}
 	if err := decodeObject(body, &doc); err != nil {
 		return "", err
 	}
-	if doc.NoticeTime == nil {
-		return "", badPayload("no noticeTime: %q", abbrev(body))
+	var t string
+	if json.Unmarshal(doc.NoticeTime, &t) != nil || t == "" {
+		return "unknown", nil
 	}
-	return *doc.NoticeTime, nil
+	return t, nil
 }
 
 // scheduledEvent is one entry of events/maintenance/scheduled.

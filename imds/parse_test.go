@@ -43,12 +43,27 @@ func TestParseInstanceAction(t *testing.T) {
 	assert.Equal(t, termsig.Terminate, a.Kind)
 	assert.Equal(t, time.Date(2017, 9, 18, 8, 22, 0, 0, time.UTC), a.Deadline)
 
-	a, err = parseInstanceAction([]byte(`{"action": "STOP", "time": "soon"}`))
-	require.NoError(t, err, "a known action is enough")
-	assert.Equal(t, termsig.Stop, a.Kind)
-	assert.True(t, a.Deadline.IsZero())
+	for body, kind := range map[string]termsig.Kind{
+		`{"action": "STOP", "time": "soon"}`:                         termsig.Stop,
+		`{"action": "terminate"}`:                                    termsig.Terminate,
+		`{"action": "terminate", "time": 1505722920}`:                termsig.Terminate,
+		`{"action": "stop", "time": {"at": "2017-09-18T08:22:00Z"}}`: termsig.Stop,
+		`{"action": "hibernate", "time": null}`:                      termsig.Hibernate,
+		`{"action": "terminate", "time": ["2017-09-18T08:22:00Z"]}`:  termsig.Terminate,
+		`{"action": "terminate", "time": false}`:                     termsig.Terminate,
+	} {
+		a, err = parseInstanceAction([]byte(body))
+		if assert.NoError(t, err, "a known action is enough: %s", body) {
+			assert.Equal(t, kind, a.Kind, body)
+		}
+		assert.True(t, a.Deadline.IsZero(), body)
+	}
 
-	for _, bad := range []string{``, `null`, `{}`, `[]`, `"terminate"`, `{"action": 1}`, `{"action": "reboot"}`, `{"action":"terminate"} {}`, `<html>`} {
+	for _, bad := range []string{
+		``, `null`, `{}`, `[]`, `"terminate"`, `{"action": 1}`, `{"action": null}`, `{"action": "reboot"}`,
+		`{"action": "reboot", "time": 1}`, `{"time": 1}`, `{"action":"terminate"} {}`, `<html>`,
+		`{"action": "terminate", "time": }`,
+	} {
 		_, err := parseInstanceAction([]byte(bad))
 		assert.ErrorIs(t, err, errBadPayload, bad)
 	}
@@ -92,6 +107,12 @@ func FuzzInstanceAction(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Add([]byte(`<html><body>Terminated</body></html>`))
+	// Times that are not strings: still the action's notice, no deadline.
+	f.Add([]byte(`{"action": "terminate", "time": 1505722920}`))
+	f.Add([]byte(`{"action": "stop", "time": {"at": "2017-09-18T08:22:00Z"}}`))
+	f.Add([]byte(`{"action": "hibernate", "time": null}`))
+	f.Add([]byte(`{"action": "terminate"}`))
+	f.Add([]byte(`{"action": "reboot", "time": 1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a, err := parseInstanceAction(body)
 		notices, herr := newSpotHandler()(true, body)
@@ -181,4 +202,18 @@ func TestUrgentBackoffLimit(t *testing.T) {
 		PathRebalance:      DefaultMaxBackoff,
 		PathScheduled:      DefaultMaxBackoff,
 	}, limits)
+}
+
+// A rebalance recommendation whose noticeTime cannot be read is still a
+// recommendation: the time only goes into the Reason.
+func TestRebalanceTimeNotAString(t *testing.T) {
+	for _, body := range []string{`{"noticeTime": 1603786920}`, `{"noticeTime": null}`, `{}`, `{"noticeTime": {"x": 1}}`} {
+		notices, err := newRebalanceHandler()(true, []byte(body))
+		if err != nil || len(notices) != 1 || notices[0].Kind != termsig.Rebalance {
+			t.Errorf("%s: got %v, %v; want one Rebalance notice", body, notices, err)
+		}
+	}
+	if _, err := parseRebalance([]byte(`[]`)); err == nil {
+		t.Error("an array is not a recommendation")
+	}
 }

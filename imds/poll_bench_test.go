@@ -4,12 +4,9 @@ package imds
 
 import (
 	"context"
-	"net/http"
 	"syscall"
 	"testing"
 	"time"
-
-	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/termsig/termsig/imds/imdstest"
 )
@@ -21,15 +18,9 @@ import (
 func BenchmarkPollCycle(b *testing.B) {
 	srv := imdstest.NewServer()
 	defer srv.Close()
-	tr := newTransport()
-	defer tr.CloseIdleConnections()
 	cfg := Config{Endpoint: srv.URL, Interval: time.Second, AdvisoryInterval: time.Second, RequestTimeout: 2 * time.Second}.withDefaults()
-	client := awsimds.New(awsimds.Options{
-		Endpoint:                 srv.URL,
-		HTTPClient:               &http.Client{Transport: tr},
-		Retryer:                  newRetryer(cfg.Interval),
-		DisableDefaultMaxBackoff: true,
-	})
+	client, release := cfg.client() // the source's own, as Watch makes it
+	defer release()
 	ctx := context.Background()
 	w := newWatcher(ctx, cfg, client, nil)
 	ps := w.pollers

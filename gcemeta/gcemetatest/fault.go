@@ -11,8 +11,9 @@ import (
 // emulators that stand in for it and the host under migration do. A
 // request takes the first injected Fault whose Key matches it, once the
 // server has admitted it (Metadata-Flavor and the query checked); the
-// fault's effects apply in this order: Hang, Delay, Drop, Status and Body,
-// IgnoreWait.
+// fault's effects apply in this order: Hang, Delay, Drop, Status and Body
+// (or BodySize), IgnoreWait; NoFlavor applies to whatever answer the
+// request gets.
 //
 // Faults that clients of the metadata server meet:
 //
@@ -22,6 +23,8 @@ import (
 //	Fault{Drop: true, Count: 1}                      // one connection lost
 //	Fault{IgnoreWait: true}                          // an emulator that never holds a long poll
 //	Fault{Key: MaintenanceEvent, Hang: true}         // a key that never answers
+//	Fault{Body: "TRUE", NoFlavor: true}              // another server (a captive proxy) answers
+//	Fault{Key: Preempted, BodySize: EndlessBody}     // an answer that never ends
 type Fault struct {
 	// Key limits the fault to one key below /computeMetadata/v1/, such
 	// as [Preempted]; empty means every key.
@@ -54,22 +57,43 @@ type Fault struct {
 	// 200 unless Status is set: an HTML error page, a truncated value.
 	Body string
 
+	// BodySize, if not zero, answers with that many bytes of filler in
+	// place of Body (with status 200 unless Status is set), streamed
+	// without a Content-Length; [EndlessBody] streams a body that never
+	// ends, until the client hangs up or Close. A client must not read
+	// such an answer whole.
+	BodySize int64
+
 	// IgnoreWait answers a wait_for_change request at once, as some
 	// emulators do.
 	IgnoreWait bool
+
+	// NoFlavor leaves the header "Metadata-Flavor: Google", which the
+	// metadata server puts on every answer, off the answer, as a server
+	// that is not the metadata server (a captive proxy, a misrouted
+	// request) answers.
+	NoFlavor bool
 }
+
+// EndlessBody, as [Fault.BodySize], streams a body that never ends.
+const EndlessBody = fakefault.EndlessBody
 
 // fault is a Fault as the server keeps it: what it does, without the Key
 // and Count that the queue matches it by.
 type fault struct {
 	fakefault.Effects
 	ignoreWait bool
+	noFlavor   bool
 }
 
 // Inject adds f to the faults. Faults apply in the order they were
 // injected; each request takes at most one.
 func (s *Server) Inject(f Fault) {
-	s.faults.Add(f.Key, f.Count, fault{fakefault.Effects{Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body}, f.IgnoreWait})
+	s.faults.Add(f.Key, f.Count, fault{
+		Effects:    fakefault.Effects{Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body, BodySize: f.BodySize},
+		ignoreWait: f.IgnoreWait,
+		noFlavor:   f.NoFlavor,
+	})
 }
 
 // ClearFaults removes every fault. Requests that hang go on to be served

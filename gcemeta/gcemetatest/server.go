@@ -27,6 +27,10 @@ const (
 // prefix is where the metadata keys live on the server.
 const prefix = "/computeMetadata/v1/"
 
+// flavorHeader is the header, with the value "Google", that requests to the
+// metadata server carry, and that the server puts on its answers.
+const flavorHeader = "Metadata-Flavor"
+
 // A Server is a GCE metadata server on a loopback port, for tests. It
 // speaks the real protocol: it refuses requests without the header
 // Metadata-Flavor: Google or with X-Forwarded-For (403), puts an ETag on
@@ -254,11 +258,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f, release, hit := s.faults.Take(key)
 	if hit {
+		if f.noFlavor {
+			w.Header().Del(flavorHeader)
+		}
 		switch f.Apply(w, r, release, s.done, s.faultAnswer(key)) {
 		case fakefault.Handled:
 			return
 		case fakefault.Released:
-			f = fault{} // served normally, IgnoreWait left out
+			f = fault{} // served normally, IgnoreWait and NoFlavor left out
+			w.Header().Set(flavorHeader, "Google")
 		}
 	}
 	if q.json {
@@ -279,9 +287,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // true.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, key string) (waitQuery, bool) {
 	h := w.Header()
-	h.Set("Metadata-Flavor", "Google")
+	h.Set(flavorHeader, "Google")
 	h.Set("Server", "Metadata Server for VM")
-	if r.Header.Get("Metadata-Flavor") != "Google" {
+	if r.Header.Get(flavorHeader) != "Google" {
 		s.reply(w, key, http.StatusForbidden, "Missing required header \"Metadata-Flavor\": \"Google\"\n")
 		return waitQuery{}, false
 	}

@@ -289,6 +289,52 @@ func TestFaultHang(t *testing.T) {
 	assert.Equal(t, "FALSE", a.body, "released and served")
 }
 
+// NoFlavor takes the Metadata-Flavor header off the answer, whatever it
+// is; a hang that ClearFaults releases is served with it, as without a
+// fault.
+func TestFaultNoFlavor(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.srv.Inject(gcemetatest.Fault{Key: preempted, NoFlavor: true, Count: 1})
+	f.srv.Inject(gcemetatest.Fault{Key: preempted, NoFlavor: true, Body: "TRUE", Count: 1})
+	f.srv.Inject(gcemetatest.Fault{Key: preempted, NoFlavor: true, Hang: true, Count: 1})
+	for _, want := range []string{"FALSE", "TRUE"} {
+		a := f.get(ctx, v1+preempted)
+		assert.Equal(t, 200, a.code)
+		assert.Equal(t, want, a.body)
+		assert.Empty(t, a.hdr.Values("Metadata-Flavor"))
+		assert.NotEmpty(t, a.etag)
+	}
+	c := f.async(ctx, v1+preempted)
+	f.await("the hanging request", func() bool { return f.srv.Requests(preempted) == 3 })
+	f.srv.ClearFaults()
+	a := recv(t, c)
+	assert.Equal(t, "FALSE", a.body)
+	assert.Equal(t, "Google", a.hdr.Get("Metadata-Flavor"), "released: served as without a fault")
+}
+
+func TestFaultBodySize(t *testing.T) {
+	f := newFixture(t)
+	f.srv.Inject(gcemetatest.Fault{Key: preempted, BodySize: 1<<20 + 1, Count: 1})
+	a := f.get(context.Background(), v1+preempted)
+	require.NoError(t, a.err)
+	assert.Equal(t, 200, a.code)
+	assert.Len(t, a.body, 1<<20+1)
+	assert.Equal(t, "Google", a.hdr.Get("Metadata-Flavor"))
+
+	f.srv.Inject(gcemetatest.Fault{Key: preempted, BodySize: gcemetatest.EndlessBody, Status: 503})
+	req, err := http.NewRequest(http.MethodGet, f.srv.URL+v1+preempted, nil)
+	require.NoError(t, err)
+	req.Header.Set("Metadata-Flavor", "Google")
+	res, err := f.hc.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	assert.Equal(t, 503, res.StatusCode)
+	n, err := io.CopyN(io.Discard, res.Body, 4<<20)
+	require.NoError(t, err, "still going")
+	assert.Equal(t, int64(4<<20), n)
+}
+
 func TestCloseReleasesHangingRequests(t *testing.T) {
 	srv := gcemetatest.NewServer()
 	tr := &http.Transport{}

@@ -10,7 +10,8 @@ import (
 // front of it do. A request takes the first injected Fault whose Key
 // matches it, before the server looks at the request (its token included),
 // as a throttling front end or a proxy answers in IMDS's place. The
-// fault's effects apply in this order: Hang, Delay, Drop, Status and Body.
+// fault's effects apply in this order: Hang, Delay, Drop, Status and Body
+// (or BodySize).
 // A Fault with none of them set lets the request through.
 //
 // Faults that clients of IMDS meet:
@@ -22,6 +23,7 @@ import (
 //	Fault{Delay: 50 * time.Millisecond}                    // every answer late
 //	Fault{Hang: true}                                      // IMDS stops answering
 //	Fault{Drop: true, Count: 1}                            // one connection reset
+//	Fault{Key: "api/token", BodySize: EndlessBody}         // a token that never ends
 type Fault struct {
 	// Key limits the fault to one path, such as [PathInstanceAction], or
 	// to token requests with "api/token"; empty means every request.
@@ -55,14 +57,26 @@ type Fault struct {
 	// Body answers with this body, with status 200 unless Status is set:
 	// truncated JSON, an HTML page.
 	Body string
+
+	// BodySize, if not zero, answers with that many bytes of filler in
+	// place of Body (with status 200 unless Status is set), streamed
+	// without a Content-Length, such as 100 << 20; [EndlessBody] streams
+	// a body that never ends, until the client hangs up, Stop or Close.
+	// A client must not read such an answer whole.
+	BodySize int64
 }
+
+// EndlessBody, as [Fault.BodySize], streams a body that never ends.
+const EndlessBody = fakefault.EndlessBody
 
 // Inject adds f to the faults. Faults apply in the order they were
 // injected, so that Inject(Fault{Count: 2, Status: 503}) then
 // Inject(Fault{Count: 1, Drop: true}) fails two requests and drops the
 // third; each request takes at most one.
 func (s *Server) Inject(f Fault) {
-	s.faults.Add(f.Key, f.Count, fakefault.Effects{Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body})
+	s.faults.Add(f.Key, f.Count, fakefault.Effects{
+		Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body, BodySize: f.BodySize,
+	})
 }
 
 // ClearFaults removes every fault, as IMDS that comes back does: requests

@@ -1,6 +1,7 @@
 package imdstest_test
 
 import (
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -78,6 +79,33 @@ func TestFaultOnTokens(t *testing.T) {
 	status, body := do(t, c, http.MethodGet, srv.URL+"/latest/meta-data/"+imdstest.PathInstanceID, nil)
 	assert.Equal(t, http.StatusOK, status, "the fault answers in IMDS's place, token or not")
 	assert.Equal(t, "i-fault", body)
+}
+
+// BodySize streams that much filler, on token requests too; EndlessBody
+// never ends.
+func TestFaultBodySize(t *testing.T) {
+	srv := imdstest.NewServer()
+	defer srv.Close()
+	c := client(t)
+	srv.Inject(imdstest.Fault{Key: "api/token", BodySize: 2<<20 + 1, Count: 1})
+	status, body := do(t, c, http.MethodPut, srv.URL+"/latest/api/token", map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+	assert.Equal(t, http.StatusOK, status)
+	assert.Len(t, body, 2<<20+1)
+
+	srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, BodySize: imdstest.EndlessBody, Status: http.StatusNotFound})
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/latest/meta-data/"+imdstest.PathInstanceAction, nil)
+	require.NoError(t, err)
+	res, err := c.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	assert.Equal(t, http.StatusNotFound, res.StatusCode, "before the token is looked at")
+	n, err := io.CopyN(io.Discard, res.Body, 4<<20)
+	require.NoError(t, err, "still going")
+	assert.Equal(t, int64(4<<20), n)
+	inFlight(t, srv)
+	srv.Stop()
+	_, err = io.Copy(io.Discard, res.Body)
+	assert.Error(t, err, "cut off by Stop")
 }
 
 func TestFaultDrop(t *testing.T) {

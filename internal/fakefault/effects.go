@@ -1,9 +1,13 @@
 package fakefault
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 )
+
+// EndlessBody, as [Effects.BodySize], streams a body that never ends.
+const EndlessBody int64 = -1
 
 // Effects are what a fault does to the request that takes it. [Effects.Apply]
 // applies them in the order of the fields; the zero Effects let the request
@@ -12,8 +16,12 @@ type Effects struct {
 	Hang   bool          // no answer until the fault is cleared, the server goes, or the client gives up
 	Delay  time.Duration // hold the request back this long first
 	Drop   bool          // close the connection without an answer
-	Status int           // answer with this status, 200 if only Body is set
+	Status int           // answer with this status, 200 if only Body or BodySize is set
 	Body   string        // answer with this body
+	// BodySize, if not zero, answers with this many bytes of filler in
+	// place of Body, streamed without a Content-Length, or with a body
+	// that never ends for EndlessBody: what a client must not read whole.
+	BodySize int64
 }
 
 // An Outcome is what became of a request after [Effects.Apply].
@@ -56,16 +64,51 @@ func (e Effects) Apply(w http.ResponseWriter, r *http.Request, cleared, gone <-c
 	switch {
 	case e.Drop:
 		HangUp(w)
-	case e.Status != 0 || e.Body != "":
+	case e.Status != 0 || e.Body != "" || e.BodySize != 0:
 		status := e.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
-		answer(w, status, e.Body)
+		if e.BodySize != 0 {
+			stream(w, r, status, e.BodySize, gone)
+		} else {
+			answer(w, status, e.Body)
+		}
 	default:
 		return Passed
 	}
 	return Handled
+}
+
+// stream answers with status and size bytes of filler (without end if size
+// is negative), with the headers already set on w but no Content-Length,
+// until it is all written or the client gives up. If gone is closed first,
+// the connection is closed, so that the client sees the body cut off rather
+// than complete. gone is looked at between writes: a write to a client that
+// has stopped reading waits until the client hangs up or its connection is
+// closed, as the fakes' Stop and Close do.
+func stream(w http.ResponseWriter, r *http.Request, status int, size int64, gone <-chan struct{}) {
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	chunk := bytes.Repeat([]byte("x"), 32<<10)
+	for left := size; size < 0 || left > 0; {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-gone:
+			HangUp(w)
+			return
+		default:
+		}
+		n := int64(len(chunk))
+		if size >= 0 {
+			n = min(n, left)
+		}
+		if _, err := w.Write(chunk[:n]); err != nil {
+			return
+		}
+		left -= n
+	}
 }
 
 // hold holds the request back until cleared is closed (Released) or

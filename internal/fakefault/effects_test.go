@@ -217,3 +217,55 @@ func TestHangUp(t *testing.T) {
 		fakefault.HangUp(httptest.NewRecorder())
 	})
 }
+
+// BodySize streams that many bytes, without a Content-Length, in place of
+// Body; an endless one streams until the client stops reading or gone is
+// closed.
+func TestApplyBodySize(t *testing.T) {
+	t.Run("sized", func(t *testing.T) {
+		f := newFake(t)
+		f.q.Add("", 1, fakefault.Effects{Status: http.StatusNotFound, Body: "not this", BodySize: 3<<20 + 5})
+		res, err := f.hc.Get(f.url)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		assert.Equal(t, http.StatusNotFound, res.StatusCode)
+		assert.Equal(t, int64(-1), res.ContentLength, "streamed, no Content-Length")
+		n, err := io.Copy(io.Discard, res.Body)
+		require.NoError(t, err)
+		assert.Equal(t, int64(3<<20+5), n)
+		assert.Equal(t, fakefault.Handled, recv(t, f.outcome, "outcome"))
+	})
+	t.Run("endless, client gives up", func(t *testing.T) {
+		f := newFake(t)
+		f.q.Add("", 1, fakefault.Effects{BodySize: fakefault.EndlessBody})
+		res := endless(t, f)
+		res.Body.Close()
+		assert.Equal(t, fakefault.Handled, recv(t, f.outcome, "outcome"))
+	})
+	t.Run("endless, gone", func(t *testing.T) {
+		f := newFake(t)
+		f.q.Add("", 1, fakefault.Effects{BodySize: fakefault.EndlessBody})
+		res := endless(t, f)
+		defer res.Body.Close()
+		rest := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, res.Body) // a client that goes on reading
+			rest <- err
+		}()
+		f.leave()
+		assert.Equal(t, fakefault.Handled, recv(t, f.outcome, "outcome"))
+		assert.Error(t, recv(t, rest, "end of the body"), "cut off, not complete")
+	})
+}
+
+// endless requests an endless body from f and reads 8 MiB of it.
+func endless(t *testing.T, f *fake) *http.Response {
+	t.Helper()
+	res, err := f.hc.Get(f.url)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	n, err := io.CopyN(io.Discard, res.Body, 8<<20)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8<<20), n, "more than any answer")
+	return res
+}

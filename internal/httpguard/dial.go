@@ -1,0 +1,82 @@
+package httpguard
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+)
+
+// A DialFunc dials a network address, as [net.Dialer.DialContext] does.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// requestKey is the context key under which a Transport hands the context
+// of a request to the dials it causes.
+type requestKey struct{}
+
+// NewTransport returns the transport of a source's own client: direct
+// (never through a proxy: metadata servers are link-local), keeping up to
+// maxIdle idle connections per host for the next poll, with dialTimeout to
+// connect, DNS lookup included.
+//
+// Its dials end with their request when the transport is the Base of a
+// [Transport], DNS lookups included, so that no lookup outlives the Watch
+// that caused it. Left to themselves, net/http lets a dial go on after its
+// request is cancelled, for a later request to use; and Go's resolver lets
+// a lookup go on until its timeout (seconds) once its caller gives up,
+// when another caller shares it or when its DNS server does not answer.
+// So lookups use Go's own resolver, never the system's, which cannot be
+// cut off: a Resolver for each dial, so that no lookup is shared, whose
+// queries go through connections that are closed when the lookup ends.
+// dnsDial dials the DNS server; nil means a [net.Dialer]. Tests point it
+// at a server of their own.
+func NewTransport(dialTimeout time.Duration, maxIdle int, dnsDial DialFunc) *http.Transport {
+	d := &dialer{timeout: dialTimeout, dnsDial: dnsDial}
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.dial,
+		MaxIdleConnsPerHost: maxIdle,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+type dialer struct {
+	timeout time.Duration
+	dnsDial DialFunc
+}
+
+// dial connects to address for the request whose context a Transport put
+// in ctx, and gives up when that request ends.
+func (d *dialer) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	if req, ok := ctx.Value(requestKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(req, cancel)()
+	}
+	nd := net.Dialer{
+		Timeout:   d.timeout,
+		KeepAlive: 30 * time.Second,
+		Resolver:  &net.Resolver{PreferGo: true, Dial: d.dialDNS},
+	}
+	return nd.DialContext(ctx, network, address)
+}
+
+// dialDNS dials the DNS server for a lookup. Go's resolver gives its
+// queries a deadline only, so the connection is closed when the lookup's
+// context ends: the query waiting on it then ends at once.
+func (d *dialer) dialDNS(ctx context.Context, network, address string) (net.Conn, error) {
+	dial := d.dnsDial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	c, err := dial(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	// c goes back as it is, not wrapped: the resolver tells UDP from TCP
+	// by whether it is a net.PacketConn. It closes c itself too; a second
+	// Close does nothing.
+	context.AfterFunc(ctx, func() { c.Close() })
+	return c, nil
+}
