@@ -14,14 +14,19 @@ import (
 
 // Client talks to a registry. Its methods are safe for concurrent use.
 //
+// A runner's own requests (Claim, Heartbeat, Report, Remove of itself) take
+// its token, and enqueueing and removing other runners take the admin
+// token: see [Client.WithToken].
+//
 // A non-2xx answer is returned as an [*APIError] (see [ErrNotFound] and
 // [ErrConflict]). Any other error, such as a refused connection, a timeout
 // or an answer that is not the API's JSON, is returned wrapped with a
 // "registry: " prefix, so that errors.As(err, new(*APIError)) tells "the
 // registry said no" from "the registry could not be reached".
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string // sent as "Authorization: Bearer"; never logged nor put in errors
 }
 
 // NewClient returns a Client for the registry at baseURL, such as
@@ -34,13 +39,23 @@ func NewClient(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
-// Register registers a runner. It fails with [ErrConflict] if a runner of
-// that name is registered already.
-func (c *Client) Register(ctx context.Context, name string, labels []string) (Runner, error) {
+// WithToken returns a Client that presents token with each request: a
+// runner's own token (from [Registration]) or the admin token. c is not
+// changed.
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.token = token
+	return &cc
+}
+
+// Register registers a runner and returns its registration, with the
+// token that its later requests need. Names need not be unique: the token,
+// not the name, identifies the registration.
+func (c *Client) Register(ctx context.Context, name string, labels []string) (Registration, error) {
 	if labels == nil {
 		labels = []string{}
 	}
-	var r Runner
+	var r Registration
 	_, err := c.do(ctx, http.MethodPost, "/runners", map[string]any{"name": name, "labels": labels}, &r)
 	return r, err
 }
@@ -57,16 +72,26 @@ func (c *Client) Runners(ctx context.Context, name string) ([]Runner, error) {
 	return rs, err
 }
 
-// Remove unregisters a runner. If it was running a job, that job goes back
-// to the queue. It fails with [ErrNotFound] if there is no such runner.
+// Remove unregisters a runner; it takes the runner's token or the admin
+// token. If it was running a job, that job goes back to the queue. It fails
+// with [ErrNotFound] if there is no such runner.
 func (c *Client) Remove(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/runners/"+url.PathEscape(id), nil, nil)
 	return err
 }
 
+// Heartbeat renews the runner's lease; it takes the runner's token. It
+// fails with [ErrNotFound] if the runner is no longer registered.
+func (c *Client) Heartbeat(ctx context.Context, runnerID string) error {
+	_, err := c.do(ctx, http.MethodPost, "/runners/"+url.PathEscape(runnerID)+"/heartbeat", nil, nil)
+	return err
+}
+
 // Claim gives the runner the oldest queued job, or returns nil, nil if no
-// job is queued. It fails with [ErrNotFound] for an unknown runner and with
-// [ErrConflict] if the runner is running a job already.
+// job is queued; it takes the runner's token and renews its lease. It fails
+// with [ErrNotFound] for an unknown runner (never registered, removed, or
+// its lease lapsed) and with [ErrConflict] if the runner is running a job
+// already.
 func (c *Client) Claim(ctx context.Context, runnerID string) (*Job, error) {
 	var j Job
 	status, err := c.do(ctx, http.MethodPost, "/runners/"+url.PathEscape(runnerID)+"/claim", nil, &j)
@@ -78,15 +103,17 @@ func (c *Client) Claim(ctx context.Context, runnerID string) (*Job, error) {
 
 // Report tells how the running attempt at a job ended and returns the job
 // as it is now: succeeded or failed, or queued again if r.State is
-// [JobInterrupted]. It fails with [ErrConflict] if the job is not running on
-// r.RunnerID, for instance because that runner was removed meanwhile.
+// [JobInterrupted]. It takes the token of r.RunnerID. It fails with
+// [ErrNotFound] if that runner is gone, and with [ErrConflict] if the job is
+// not running on it.
 func (c *Client) Report(ctx context.Context, jobID string, r Result) (Job, error) {
 	var j Job
 	_, err := c.do(ctx, http.MethodPost, "/jobs/"+url.PathEscape(jobID)+"/result", r, &j)
 	return j, err
 }
 
-// Enqueue queues a job that runs command with sh -c.
+// Enqueue queues a job that runs command with sh -c; it takes the admin
+// token.
 func (c *Client) Enqueue(ctx context.Context, command string) (Job, error) {
 	var j Job
 	_, err := c.do(ctx, http.MethodPost, "/jobs", map[string]string{"command": command}, &j)
@@ -123,6 +150,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		return 0, fmt.Errorf("registry: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -19,65 +19,75 @@ import (
 func TestClientErrors(t *testing.T) {
 	tests := []struct {
 		name   string
-		call   func(ctx context.Context, c *registry.Client) error
+		call   func(ctx context.Context, f *fixture) error
 		status int
-		is     error // ErrNotFound, ErrConflict or nil
+		is     error // ErrNotFound, ErrConflict, ErrUnauthorized or nil
 	}{
-		{"register empty name", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Register(ctx, "", nil)
+		{"register empty name", func(ctx context.Context, f *fixture) error {
+			_, err := f.c.Register(ctx, "", nil)
 			return err
 		}, 400, nil},
-		{"register taken name", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Register(ctx, "busy", nil)
+		{"remove unknown", func(ctx context.Context, f *fixture) error {
+			return f.c.Remove(ctx, "r-9")
+		}, 404, registry.ErrNotFound},
+		{"remove another runner", func(ctx context.Context, f *fixture) error {
+			return f.as("r-2").Remove(ctx, "r-1")
+		}, 403, registry.ErrUnauthorized},
+		{"claim unknown runner", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-1").Claim(ctx, "r-9")
+			return err
+		}, 404, registry.ErrNotFound},
+		{"claim while running", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-1").Claim(ctx, "r-1")
 			return err
 		}, 409, registry.ErrConflict},
-		{"remove unknown", func(ctx context.Context, c *registry.Client) error {
-			return c.Remove(ctx, "r-9")
-		}, 404, registry.ErrNotFound},
-		{"claim unknown runner", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Claim(ctx, "r-9")
+		{"claim without a token", func(ctx context.Context, f *fixture) error {
+			_, err := f.c.WithToken("").Claim(ctx, "r-2")
 			return err
-		}, 404, registry.ErrNotFound},
-		{"claim while running", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Claim(ctx, "r-1")
-			return err
-		}, 409, registry.ErrConflict},
-		{"enqueue empty", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Enqueue(ctx, "")
+		}, 401, registry.ErrUnauthorized},
+		{"heartbeat with another's token", func(ctx context.Context, f *fixture) error {
+			return f.as("r-1").Heartbeat(ctx, "r-2")
+		}, 403, registry.ErrUnauthorized},
+		{"enqueue empty", func(ctx context.Context, f *fixture) error {
+			_, err := f.c.Enqueue(ctx, "")
 			return err
 		}, 400, nil},
-		{"unknown job", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Job(ctx, "j-9")
+		{"enqueue as a runner", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-1").Enqueue(ctx, "true")
+			return err
+		}, 403, registry.ErrUnauthorized},
+		{"unknown job", func(ctx context.Context, f *fixture) error {
+			_, err := f.c.Job(ctx, "j-9")
 			return err
 		}, 404, registry.ErrNotFound},
-		{"report unknown job", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Report(ctx, "j-9", registry.Result{RunnerID: "r-1", State: registry.JobSucceeded})
+		{"report unknown job", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-1").Report(ctx, "j-9", registry.Result{RunnerID: "r-1", State: registry.JobSucceeded})
 			return err
 		}, 404, registry.ErrNotFound},
-		{"report not running here", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Report(ctx, "j-1", registry.Result{RunnerID: "r-2", State: registry.JobSucceeded})
+		{"report not running here", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-2").Report(ctx, "j-1", registry.Result{RunnerID: "r-2", State: registry.JobSucceeded})
 			return err
 		}, 409, registry.ErrConflict},
-		{"report bad state", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Report(ctx, "j-1", registry.Result{RunnerID: "r-1", State: registry.JobRunning})
+		{"report bad state", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-1").Report(ctx, "j-1", registry.Result{RunnerID: "r-1", State: registry.JobRunning})
 			return err
 		}, 400, nil},
-		{"id with a slash", func(ctx context.Context, c *registry.Client) error {
-			_, err := c.Job(ctx, "j-1/result")
+		{"id with a slash", func(ctx context.Context, f *fixture) error {
+			_, err := f.c.Job(ctx, "j-1/result")
 			return err
 		}, 404, registry.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := endpointFixture(t)
-			err := tt.call(t.Context(), f.c)
+			err := tt.call(t.Context(), f)
 			require.Error(t, err)
 			apiErr, ok := errors.AsType[*registry.APIError](err)
 			require.True(t, ok, "%v is an *APIError", err)
 			assert.Equal(t, tt.status, apiErr.Status)
 			assert.NotEmpty(t, apiErr.Message)
 			assert.Contains(t, err.Error(), apiErr.Message)
-			for _, sentinel := range []error{registry.ErrNotFound, registry.ErrConflict} {
+			for _, sentinel := range []error{registry.ErrNotFound, registry.ErrConflict, registry.ErrUnauthorized} {
 				assert.Equal(t, sentinel == tt.is, errors.Is(err, sentinel), "errors.Is(err, %v)", sentinel)
 			}
 		})
@@ -142,7 +152,7 @@ func TestClientRoundTrip(t *testing.T) {
 	rs, err := c.Runners(t.Context(), "a b&c=d")
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
-	assert.Equal(t, r, rs[0])
+	assert.Equal(t, r.Runner, rs[0])
 	rs, err = c.Runners(t.Context(), "")
 	require.NoError(t, err)
 	assert.Len(t, rs, 2)
@@ -151,12 +161,14 @@ func TestClientRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []registry.Job{}, js)
 
-	queued, err := c.Enqueue(t.Context(), "echo hi")
+	queued, err := c.WithToken(adminToken).Enqueue(t.Context(), "echo hi")
 	require.NoError(t, err)
 	got, err := c.Job(t.Context(), queued.ID)
 	require.NoError(t, err)
 	assert.Equal(t, queued, got)
 
+	c = c.WithToken(r.Token)
+	require.NoError(t, c.Heartbeat(t.Context(), r.ID))
 	claimed, err := c.Claim(t.Context(), r.ID)
 	require.NoError(t, err)
 	require.NotNil(t, claimed)

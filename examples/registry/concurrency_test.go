@@ -31,7 +31,7 @@ func TestConcurrentClaims(t *testing.T) {
 	for _, id := range ids {
 		wg.Go(func() {
 			for {
-				j, err := f.c.Claim(t.Context(), id)
+				j, err := f.as(id).Claim(t.Context(), id)
 				if err != nil {
 					errs <- err
 					return
@@ -42,7 +42,7 @@ func TestConcurrentClaims(t *testing.T) {
 				mu.Lock()
 				claimed[j.ID] = append(claimed[j.ID], id)
 				mu.Unlock()
-				if _, err := f.c.Report(t.Context(), j.ID, registry.Result{RunnerID: id, State: registry.JobSucceeded, ExitCode: exit(0)}); err != nil {
+				if _, err := f.as(id).Report(t.Context(), j.ID, registry.Result{RunnerID: id, State: registry.JobSucceeded, ExitCode: exit(0)}); err != nil {
 					errs <- err
 					return
 				}
@@ -70,18 +70,21 @@ func TestConcurrentClaims(t *testing.T) {
 	assert.Equal(t, f.snapshot(t), openFixture(t, f.path).snapshot(t), "disk agrees after the rush")
 }
 
+// Names are not unique: a token, not a name, identifies a registration.
+// Each of many hosts registering under one name gets its own id and token.
 func TestConcurrentRegisterSameName(t *testing.T) {
 	const n = 16
 	f := newFixture(t)
 	var (
-		wg        sync.WaitGroup
-		ok, taken = make(chan registry.Runner, n), make(chan error, n)
+		wg   sync.WaitGroup
+		ok   = make(chan registry.Registration, n)
+		errs = make(chan error, n)
 	)
 	for range n {
 		wg.Go(func() {
-			r, err := f.c.Register(t.Context(), "same", nil)
+			r, err := f.c.WithToken("").Register(t.Context(), "same", nil)
 			if err != nil {
-				taken <- err
+				errs <- err
 				return
 			}
 			ok <- r
@@ -89,9 +92,14 @@ func TestConcurrentRegisterSameName(t *testing.T) {
 	}
 	wg.Wait()
 	close(ok)
-	close(taken)
-	assert.Len(t, ok, 1)
-	for err := range taken {
-		assert.ErrorIs(t, err, registry.ErrConflict)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
 	}
+	ids, tokens := map[string]bool{}, map[string]bool{}
+	for r := range ok {
+		ids[r.ID], tokens[r.Token] = true, true
+	}
+	assert.Len(t, ids, n)
+	assert.Len(t, tokens, n)
 }

@@ -19,7 +19,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"))
+	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"), &registry.Config{AdminToken: "admin-secret"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,14 +28,16 @@ func Example() {
 
 	ctx := context.Background()
 	c := registry.NewClient(ts.URL, ts.Client())
+	admin := c.WithToken("admin-secret")
 
 	runner, err := c.Register(ctx, "ci-1", []string{"linux"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("registered", runner.ID, runner.Name, runner.Labels)
+	c = c.WithToken(runner.Token) // the runner's own requests take its token
 
-	queued, err := c.Enqueue(ctx, "echo hello")
+	queued, err := admin.Enqueue(ctx, "echo hello")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func ExampleClient_Report_interrupted() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"))
+	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"), &registry.Config{AdminToken: "admin-secret"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,19 +91,19 @@ func ExampleClient_Report_interrupted() {
 	c := registry.NewClient(ts.URL, ts.Client())
 	spot, _ := c.Register(ctx, "spot-1", nil)
 	other, _ := c.Register(ctx, "on-demand-1", nil)
-	c.Enqueue(ctx, "make test")
-	job, _ := c.Claim(ctx, spot.ID)
+	c.WithToken("admin-secret").Enqueue(ctx, "make test")
+	job, _ := c.WithToken(spot.Token).Claim(ctx, spot.ID)
 
-	requeued, err := c.Report(ctx, job.ID, registry.Result{
+	requeued, err := c.WithToken(spot.Token).Report(ctx, job.ID, registry.Result{
 		RunnerID: spot.ID, State: registry.JobInterrupted, Reason: "spot interruption",
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(requeued.ID, requeued.State, "after", requeued.History[0].State, "attempt by", requeued.History[0].RunnerID)
-	c.Remove(ctx, spot.ID)
+	c.WithToken(spot.Token).Remove(ctx, spot.ID)
 
-	again, _ := c.Claim(ctx, other.ID)
+	again, _ := c.WithToken(other.Token).Claim(ctx, other.ID)
 	fmt.Println(again.ID, again.State, "attempt", again.Attempts, "by", again.RunnerID)
 
 	// Output:

@@ -9,18 +9,23 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig/examples/registry"
 )
 
+// adminToken is the fixtures' admin token.
+const adminToken = "admin-secret"
+
 // fixture is a registry on a real loopback HTTP server, with its state file
 // in t.TempDir().
 type fixture struct {
-	path string // state file
-	ts   *httptest.Server
-	c    *registry.Client
+	path   string // state file
+	ts     *httptest.Server
+	c      *registry.Client  // with the admin token
+	tokens map[string]string // runner id → token, of the runners registered through the fixture
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -31,15 +36,35 @@ func newFixture(t *testing.T) *fixture {
 // openFixture serves a new Server loaded from path.
 func openFixture(t *testing.T, path string) *fixture {
 	t.Helper()
-	srv, err := registry.NewServer(path)
+	return openFixtureWith(t, path, nil, nil)
+}
+
+// openFixtureWith serves a new Server loaded from path, with cfg (its
+// AdminToken is always adminToken) and the clock now (nil: time.Now).
+func openFixtureWith(t *testing.T, path string, cfg *registry.Config, now func() time.Time) *fixture {
+	t.Helper()
+	c := registry.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.AdminToken = adminToken
+	if now == nil {
+		now = time.Now
+	}
+	srv, err := registry.NewServerWithClock(path, &c, now)
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return &fixture{path: path, ts: ts, c: registry.NewClient(ts.URL, ts.Client())}
+	return &fixture{path: path, ts: ts, c: registry.NewClient(ts.URL, ts.Client()).WithToken(adminToken), tokens: map[string]string{}}
 }
 
-// call sends a raw request and returns the status, headers and body.
-func (f *fixture) call(t *testing.T, method, path, body string) (int, http.Header, []byte) {
+// as returns a client with the token of runner id, registered through f
+// (or through a fixture whose tokens f was given).
+func (f *fixture) as(id string) *registry.Client { return f.c.WithToken(f.tokens[id]) }
+
+// call sends a raw request with the token for auth (see token) and returns
+// the status, headers and body.
+func (f *fixture) call(t *testing.T, auth, method, path, body string) (int, http.Header, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -47,6 +72,9 @@ func (f *fixture) call(t *testing.T, method, path, body string) (int, http.Heade
 	}
 	req, err := http.NewRequestWithContext(t.Context(), method, f.ts.URL+path, rd)
 	require.NoError(t, err)
+	if tok := f.token(auth); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := f.ts.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -55,10 +83,23 @@ func (f *fixture) call(t *testing.T, method, path, body string) (int, http.Heade
 	return resp.StatusCode, resp.Header, b
 }
 
-func (f *fixture) register(t *testing.T, name string, labels ...string) registry.Runner {
+// token returns the token that auth names: "admin", a runner id
+// registered through f, "" for none, or anything else as itself.
+func (f *fixture) token(auth string) string {
+	if auth == "admin" {
+		return adminToken
+	}
+	if tok, ok := f.tokens[auth]; ok {
+		return tok
+	}
+	return auth
+}
+
+func (f *fixture) register(t *testing.T, name string, labels ...string) registry.Registration {
 	t.Helper()
-	r, err := f.c.Register(t.Context(), name, labels)
+	r, err := f.c.WithToken("").Register(t.Context(), name, labels)
 	require.NoError(t, err)
+	f.tokens[r.ID] = r.Token
 	return r
 }
 
@@ -71,7 +112,7 @@ func (f *fixture) enqueue(t *testing.T, command string) registry.Job {
 
 func (f *fixture) claim(t *testing.T, runnerID string) *registry.Job {
 	t.Helper()
-	j, err := f.c.Claim(t.Context(), runnerID)
+	j, err := f.as(runnerID).Claim(t.Context(), runnerID)
 	require.NoError(t, err)
 	return j
 }

@@ -34,10 +34,12 @@ func TestTail(t *testing.T) {
 }
 
 const seedState = `{
-  "version": 1, "next_runner": 3, "next_job": 4,
+  "version": 2, "next_runner": 3, "next_job": 4,
   "runners": [
-    {"id": "r-1", "name": "ci-1", "labels": ["linux"], "registered_at": "2026-01-02T03:04:05Z", "job_id": "j-2"},
-    {"id": "r-2", "name": "ci-2", "labels": [], "registered_at": "2026-01-02T03:04:06Z"}
+    {"id": "r-1", "name": "ci-1", "labels": ["linux"], "registered_at": "2026-01-02T03:04:05Z", "job_id": "j-2",
+     "token_sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+    {"id": "r-2", "name": "ci-2", "labels": [], "registered_at": "2026-01-02T03:04:06Z",
+     "token_sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
   ],
   "jobs": [
     {"id": "j-1", "command": "true", "state": "succeeded", "attempts": 2, "exit_code": 0, "output": "ok",
@@ -59,8 +61,10 @@ const seedState = `{
 func FuzzParseState(f *testing.F) {
 	for _, seed := range []string{
 		seedState,
+		`{"version":2,"next_runner":1,"next_job":1,"runners":[],"jobs":[]}`,
+		`{"version":2,"next_runner":2,"next_job":1,"runners":[{"id":"r-1","name":"a",` + `"token_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}]}`,
+		`{"version":2,"next_runner":2,"next_job":1,"runners":[{"id":"r-01","name":"a"}]}`,
 		`{"version":1,"next_runner":1,"next_job":1,"runners":[],"jobs":[]}`,
-		`{"version":1,"next_runner":2,"next_job":1,"runners":[{"id":"r-01","name":"a"}]}`,
 		`{}`, `null`, `[]`, ``, `{"version":1`,
 	} {
 		f.Add([]byte(seed))

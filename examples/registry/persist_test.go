@@ -1,6 +1,10 @@
 package registry_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,22 +23,22 @@ func TestStateSurvivesRestart(t *testing.T) {
 		f.enqueue(t, cmd)
 	}
 	f.claim(t, a.ID) // j-1
-	_, err := f.c.Report(t.Context(), "j-1", registry.Result{RunnerID: a.ID, State: registry.JobSucceeded, ExitCode: exit(0), Output: "ok"})
+	_, err := f.as(a.ID).Report(t.Context(), "j-1", registry.Result{RunnerID: a.ID, State: registry.JobSucceeded, ExitCode: exit(0), Output: "ok"})
 	require.NoError(t, err)
 	f.claim(t, b.ID) // j-2
-	_, err = f.c.Report(t.Context(), "j-2", registry.Result{RunnerID: b.ID, State: registry.JobFailed, ExitCode: exit(1)})
+	_, err = f.as(b.ID).Report(t.Context(), "j-2", registry.Result{RunnerID: b.ID, State: registry.JobFailed, ExitCode: exit(1)})
 	require.NoError(t, err)
 	f.claim(t, c.ID)                                  // j-3
 	require.NoError(t, f.c.Remove(t.Context(), c.ID)) // j-3 re-queued, c is the highest runner id
 	running := f.claim(t, a.ID)                       // j-3 again, still running at the restart
 	before := f.snapshot(t)
 
-	g := openFixture(t, f.path)
+	g := reopen(t, f)
 	assert.Equal(t, before, g.snapshot(t))
 
-	// A job running at the restart can be finished after it, and its attempt
-	// keeps its start time.
-	j, err := g.c.Report(t.Context(), running.ID, registry.Result{RunnerID: a.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
+	// A job running at the restart can be finished after it, with the
+	// runner's token from before it, and its attempt keeps its start time.
+	j, err := g.as(a.ID).Report(t.Context(), running.ID, registry.Result{RunnerID: a.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
 	require.NoError(t, err)
 	require.Len(t, j.History, 2)
 	assert.Equal(t, running.UpdatedAt, j.History[1].Started)
@@ -44,7 +48,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	assert.Equal(t, "j-5", g.enqueue(t, "echo").ID)
 
 	// And across one more restart.
-	h := openFixture(t, f.path)
+	h := reopen(t, g)
 	assert.Equal(t, g.snapshot(t), h.snapshot(t))
 	assert.Equal(t, "r-5", h.register(t, "e").ID)
 	assert.Equal(t, "j-6", h.enqueue(t, "echo").ID)
@@ -54,7 +58,7 @@ func TestIDsNotReusedAfterRemovingAll(t *testing.T) {
 	f := newFixture(t)
 	for _, name := range []string{"a", "b"} {
 		r := f.register(t, name)
-		require.NoError(t, f.c.Remove(t.Context(), r.ID))
+		require.NoError(t, f.as(r.ID).Remove(t.Context(), r.ID))
 	}
 	g := openFixture(t, f.path)
 	assert.Empty(t, g.snapshot(t).Runners)
@@ -69,14 +73,17 @@ func TestNewServer(t *testing.T) {
 			return p
 		}
 	}
-	const header = `"version":1,"next_runner":3,"next_job":3`
+	const header = `"version":2,"next_runner":3,"next_job":3`
+	hash := `"token_sha256":"` + hashOf("t") + `"`
 	tests := []struct {
 		name    string
 		path    func(t *testing.T) string
 		wantErr string // "" for success; otherwise a part of the error besides the path
 	}{
 		{"missing file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "new.json") }, ""},
-		{"valid file", write(`{` + header + `,"runners":[{"id":"r-2","name":"a","labels":null,"registered_at":"2026-01-02T03:04:05Z"}],"jobs":[]}`), ""},
+		{"valid file", write(`{` + header + `,"runners":[{"id":"r-2","name":"a","labels":null,"registered_at":"2026-01-02T03:04:05Z",` + hash + `}],"jobs":[]}`), ""},
+		// Names are not unique: the token identifies a registration.
+		{"two runners of one name", write(`{` + header + `,"runners":[{"id":"r-1","name":"a",` + hash + `},{"id":"r-2","name":"a",` + hash + `}]}`), ""},
 		{"no lists", write(`{` + header + `}`), ""},
 		{"empty path", func(*testing.T) string { return "" }, "empty"},
 		{"missing directory", func(t *testing.T) string { return filepath.Join(t.TempDir(), "nope", "registry.json") }, "no such file"},
@@ -87,23 +94,25 @@ func TestNewServer(t *testing.T) {
 		{"not JSON", write(`{"version":1,`), "corrupt"},
 		{"empty file", write(``), "corrupt"},
 		{"another JSON file", write(`{"name":"my-package","version":"1.0.0"}`), "corrupt"},
+		{"version 1", write(`{"version":1,"next_runner":1,"next_job":1}`), "corrupt"},
+		{"runner without a token", write(`{` + header + `,"runners":[{"id":"r-1","name":"a"}]}`), "corrupt"},
+		{"runner with a bad token hash", write(`{` + header + `,"runners":[{"id":"r-1","name":"a","token_sha256":"abc"}]}`), "corrupt"},
 		{"no version", write(`{}`), "corrupt"},
 		{"unknown field", write(`{` + header + `,"extra":1}`), "corrupt"},
 		{"trailing data", write(`{` + header + `} {}`), "corrupt"},
-		{"id not below next", write(`{` + header + `,"runners":[{"id":"r-3","name":"a"}]}`), "corrupt"},
-		{"bad id", write(`{` + header + `,"runners":[{"id":"runner-1","name":"a"}]}`), "corrupt"},
-		{"duplicate name", write(`{` + header + `,"runners":[{"id":"r-1","name":"a"},{"id":"r-2","name":"a"}]}`), "corrupt"},
-		{"duplicate id", write(`{` + header + `,"runners":[{"id":"r-1","name":"a"},{"id":"r-1","name":"b"}]}`), "corrupt"},
+		{"id not below next", write(`{` + header + `,"runners":[{"id":"r-3","name":"a",` + hash + `}]}`), "corrupt"},
+		{"bad id", write(`{` + header + `,"runners":[{"id":"runner-1","name":"a",` + hash + `}]}`), "corrupt"},
+		{"duplicate id", write(`{` + header + `,"runners":[{"id":"r-1","name":"a",` + hash + `},{"id":"r-1","name":"b",` + hash + `}]}`), "corrupt"},
 		{"bad state", write(`{` + header + `,"jobs":[{"id":"j-1","command":"true","state":"done","history":[]}]}`), "corrupt"},
 		{"running on nobody", write(`{` + header + `,"jobs":[{"id":"j-1","command":"true","state":"running","runner_id":"r-1","attempts":1}]}`), "corrupt"},
-		{"runner's job not running", write(`{` + header + `,"runners":[{"id":"r-1","name":"a","job_id":"j-1"}],"jobs":[{"id":"j-1","command":"true","state":"queued"}]}`), "corrupt"},
-		{"zero next id", write(`{"version":1,"next_runner":0,"next_job":1}`), "corrupt"},
+		{"runner's job not running", write(`{` + header + `,"runners":[{"id":"r-1","name":"a","job_id":"j-1",` + hash + `}],"jobs":[{"id":"j-1","command":"true","state":"queued"}]}`), "corrupt"},
+		{"zero next id", write(`{"version":2,"next_runner":0,"next_job":1}`), "corrupt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := tt.path(t)
 			before, _ := os.ReadFile(path)
-			srv, err := registry.NewServer(path)
+			srv, err := registry.NewServer(path, nil)
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				require.NotNil(t, srv)
@@ -121,18 +130,19 @@ func TestNewServer(t *testing.T) {
 
 func TestValidFileLoads(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.json")
-	require.NoError(t, os.WriteFile(path, []byte(`{"version":1,"next_runner":3,"next_job":3,
-		"runners":[{"id":"r-2","name":"a","labels":null,"registered_at":"2026-01-02T03:04:05Z","job_id":"j-2"}],
+	require.NoError(t, os.WriteFile(path, []byte(`{"version":2,"next_runner":3,"next_job":3,
+		"runners":[{"id":"r-2","name":"a","labels":null,"registered_at":"2026-01-02T03:04:05Z","job_id":"j-2","token_sha256":"`+hashOf("r-2's token")+`"}],
 		"jobs":[{"id":"j-2","command":"true","state":"running","runner_id":"r-2","attempts":1,"history":null,
 		         "created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:06Z","attempt_started":"2026-01-02T03:04:06Z"}]}`), 0o600))
 	f := openFixture(t, path)
-	status, _, body := f.call(t, "GET", "/runners", "")
+	status, _, body := f.call(t, "", "GET", "/runners", "")
 	require.Equal(t, 200, status)
 	assert.Contains(t, string(body), `"labels":[]`)
-	status, _, body = f.call(t, "GET", "/jobs", "")
+	assert.NotContains(t, string(body), "token")
+	status, _, body = f.call(t, "", "GET", "/jobs", "")
 	require.Equal(t, 200, status)
 	assert.Contains(t, string(body), `"history":[]`)
-	j, err := f.c.Report(t.Context(), "j-2", registry.Result{RunnerID: "r-2", State: registry.JobSucceeded})
+	j, err := f.c.WithToken("r-2's token").Report(t.Context(), "j-2", registry.Result{RunnerID: "r-2", State: registry.JobSucceeded})
 	require.NoError(t, err)
 	assert.Equal(t, "2026-01-02T03:04:06Z", j.History[0].Started.Format("2006-01-02T15:04:05Z07:00"))
 	assert.Equal(t, "r-3", f.register(t, "b").ID)
@@ -151,21 +161,21 @@ func TestFailedSaveChangesNothing(t *testing.T) {
 	before := f.snapshot(t)
 
 	require.NoError(t, os.RemoveAll(dir))
-	for _, req := range []struct{ method, path, body string }{
-		{"POST", "/runners", `{"name":"b"}`},
-		{"POST", "/jobs", `{"command":"echo"}`},
-		{"POST", "/jobs/j-1/result", `{"runner_id":"r-1","state":"succeeded"}`},
-		{"POST", "/jobs/j-1/result", `{"runner_id":"r-1","state":"interrupted"}`},
-		{"DELETE", "/runners/r-1", ""},
-		{"DELETE", "/runners/r-2", ""},
+	for _, req := range []struct{ auth, method, path, body string }{
+		{"", "POST", "/runners", `{"name":"b"}`},
+		{"admin", "POST", "/jobs", `{"command":"echo"}`},
+		{"r-1", "POST", "/jobs/j-1/result", `{"runner_id":"r-1","state":"succeeded"}`},
+		{"r-1", "POST", "/jobs/j-1/result", `{"runner_id":"r-1","state":"interrupted"}`},
+		{"r-1", "DELETE", "/runners/r-1", ""},
+		{"admin", "DELETE", "/runners/r-2", ""},
 	} {
-		status, _, body := f.call(t, req.method, req.path, req.body)
+		status, _, body := f.call(t, req.auth, req.method, req.path, req.body)
 		assert.Equal(t, http.StatusInternalServerError, status, "%s %s", req.method, req.path)
 		assert.Contains(t, string(body), "saving state")
 		assert.Equal(t, before, f.snapshot(t), "%s %s changed the state", req.method, req.path)
 	}
 	// A claim with nothing queued changes nothing, so it needs no write.
-	job, err := f.c.Claim(t.Context(), idle.ID)
+	job, err := f.as(idle.ID).Claim(t.Context(), idle.ID)
 	require.NoError(t, err)
 	assert.Nil(t, job)
 
@@ -188,4 +198,59 @@ func TestNoTemporaryFilesLeft(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	assert.Equal(t, []string{filepath.Base(f.path)}, names)
+}
+
+// A registry that dies between creating its temporary file and renaming it
+// leaves the file behind: the next start removes it, and only it.
+func TestTemporaryFilesOfACrashAreRemovedAtLoad(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("state file exists: %v", existing), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "registry.json")
+			if existing {
+				f := openFixture(t, path)
+				f.register(t, "a")
+			}
+			for _, name := range []string{".registry.json.tmp-123", ".registry.json.tmp-"} {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(`{"half":`), 0o600))
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "other.json"), nil, 0o600))
+			openFixture(t, path)
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			want := []string{"other.json"}
+			if existing {
+				want = append(want, "registry.json")
+			}
+			assert.Equal(t, want, names)
+		})
+	}
+}
+
+// The state file holds a hash of each runner's token, never the token.
+func TestTokensAreNotInTheStateFile(t *testing.T) {
+	f := newFixture(t)
+	r := f.register(t, "a")
+	data, err := os.ReadFile(f.path)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), r.Token)
+	assert.NotContains(t, string(data), adminToken)
+	assert.Contains(t, string(data), hashOf(r.Token))
+}
+
+// reopen serves a new Server loaded from f's state file, knowing f's
+// runners' tokens.
+func reopen(t *testing.T, f *fixture) *fixture {
+	g := openFixture(t, f.path)
+	maps.Copy(g.tokens, f.tokens)
+	return g
+}
+
+func hashOf(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +15,6 @@ import (
 	"unicode/utf8"
 )
 
-// maxBody bounds a request body. A runner reports only the tail of a job's
-// output, so real requests are far smaller.
-const maxBody = 1 << 20
-
 // Server is the registry: an [http.Handler] serving the API described in
 // the package README, backed by a state file.
 //
@@ -25,24 +22,37 @@ const maxBody = 1 << 20
 // it is answered; if that write fails the change is not applied and the
 // request fails with status 500, so what the Server answers and what a
 // restarted Server loads always agree. A Server is safe for concurrent use.
+// It starts no goroutine: leases are checked at each request (see
+// [Config.Lease]).
 type Server struct {
 	// Logger receives one line per change of state (runner registered, job
 	// claimed, ...). Nil means discard. Set it before the Server handles its
-	// first request.
+	// first request. Tokens are never logged.
 	Logger *slog.Logger
 
-	path string
-	mux  *http.ServeMux
+	path      string
+	cfg       Config
+	adminHash string // of cfg.AdminToken; "" if none
+	now       func() time.Time
+	mux       *http.ServeMux
 
-	mu sync.Mutex // serialises changes
-	st *state     // committed: never modified, only replaced (see change)
+	mu     sync.Mutex           // serialises changes; guards what follows
+	st     *state               // committed: never modified, only replaced (see change)
+	leases map[string]time.Time // runner id → when its lease lapses
+	heard  time.Time            // the last request (see expireLeases)
 }
 
 // NewServer returns a Server that keeps its state in the file statePath: it
 // loads the file if it exists, and starts empty if it does not (its directory
 // must exist). A file that is not a valid state file is an error naming it;
-// it is left as it is.
-func NewServer(statePath string) (*Server, error) {
+// it is left as it is. Temporary files left by a save that a crash cut short
+// are removed. A nil cfg means the defaults.
+func NewServer(statePath string, cfg *Config) (*Server, error) {
+	return newServer(statePath, cfg, time.Now)
+}
+
+// newServer is NewServer with a clock, for tests.
+func newServer(statePath string, cfg *Config, now func() time.Time) (*Server, error) {
 	if statePath == "" {
 		return nil, errors.New("registry: empty state file path")
 	}
@@ -50,10 +60,20 @@ func NewServer(statePath string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: statePath, st: st, mux: http.NewServeMux()}
+	s := &Server{path: statePath, cfg: cfg.withDefaults(), now: now, st: st, leases: map[string]time.Time{}, mux: http.NewServeMux()}
+	if s.cfg.AdminToken != "" {
+		s.adminHash = tokenHash(s.cfg.AdminToken)
+	}
+	s.heard = now()
+	s.syncLeases(s.heard)
+	s.routes()
+	return s, nil
+}
 
-	// Each path gets its methods, plus a method-less pattern that answers
-	// 405 in JSON (ServeMux's own 405 and 404 are plain text).
+// routes sets up the mux. Each path gets its methods, plus a method-less
+// pattern that answers 405 in JSON (ServeMux's own 405 and 404 are plain
+// text).
+func (s *Server) routes() {
 	routes := []struct {
 		path     string
 		handlers map[string]http.HandlerFunc
@@ -61,6 +81,7 @@ func NewServer(statePath string) (*Server, error) {
 		{"/runners", map[string]http.HandlerFunc{"GET": s.listRunners, "POST": s.register}},
 		{"/runners/{id}", map[string]http.HandlerFunc{"DELETE": s.remove}},
 		{"/runners/{id}/claim", map[string]http.HandlerFunc{"POST": s.claim}},
+		{"/runners/{id}/heartbeat", map[string]http.HandlerFunc{"POST": s.heartbeat}},
 		{"/jobs", map[string]http.HandlerFunc{"GET": s.listJobs, "POST": s.enqueue}},
 		{"/jobs/{id}", map[string]http.HandlerFunc{"GET": s.getJob}},
 		{"/jobs/{id}/result", map[string]http.HandlerFunc{"POST": s.report}},
@@ -83,11 +104,14 @@ func NewServer(statePath string) (*Server, error) {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such path: "+r.URL.Path)
 	})
-	return s, nil
 }
 
-// ServeHTTP serves the registry API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the registry API. Runners whose lease has lapsed are
+// removed first.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.expireLeases()
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) log() *slog.Logger {
 	if s.Logger == nil {
@@ -124,8 +148,14 @@ var errUnchanged = errors.New("unchanged")
 func (s *Server) change(fn func(st *state, now time.Time) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.commit(fn)
+}
+
+// commit is change for a caller that holds s.mu.
+func (s *Server) commit(fn func(st *state, now time.Time) error) error {
 	next := s.st.clone()
-	if err := fn(next, time.Now().UTC()); err != nil {
+	now := s.now().UTC()
+	if err := fn(next, now); err != nil {
 		return err
 	}
 	warning, err := next.save(s.path)
@@ -137,6 +167,7 @@ func (s *Server) change(fn func(st *state, now time.Time) error) error {
 		s.log().Warn("state saved but its directory could not be synced", "file", s.path, "err", warning)
 	}
 	s.st = next
+	s.syncLeases(now)
 	return nil
 }
 
@@ -145,28 +176,31 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		Name   string   `json:"name"`
 		Labels []string `json:"labels"`
 	}
-	if !decode(w, r, &body) {
+	if !s.decode(w, r, &body) {
 		return
 	}
-	if strings.TrimSpace(body.Name) == "" {
-		writeError(w, http.StatusBadRequest, "name is empty")
+	if err := checkRunner(body.Name, body.Labels); err != nil {
+		writeErr(w, err)
 		return
 	}
-	var reg Runner
+	token := rand.Text()
+	var reg Registration
 	err := s.change(func(st *state, now time.Time) error {
-		for _, old := range st.Runners {
-			if old.Name == body.Name {
-				return errorf(http.StatusConflict, "a runner named %q is registered: %s", body.Name, old.ID)
-			}
+		if len(st.Runners) >= s.cfg.MaxRunners {
+			return errorf(http.StatusTooManyRequests, "%d runners are registered, the most this registry takes", len(st.Runners))
 		}
-		reg = Runner{
-			ID:           fmt.Sprintf("r-%d", st.NextRunner),
-			Name:         body.Name,
-			Labels:       append([]string{}, body.Labels...),
-			RegisteredAt: now,
+		rn := runnerRecord{
+			Runner: Runner{
+				ID:           fmt.Sprintf("r-%d", st.NextRunner),
+				Name:         body.Name,
+				Labels:       append([]string{}, body.Labels...),
+				RegisteredAt: now,
+			},
+			TokenHash: tokenHash(token),
 		}
 		st.NextRunner++
-		st.Runners = append(st.Runners, reg)
+		st.Runners = append(st.Runners, rn)
+		reg = Registration{Runner: rn.Runner, Token: token, LeaseMillis: s.cfg.Lease.Milliseconds()}
 		return nil
 	})
 	if err != nil {
@@ -177,12 +211,30 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, reg)
 }
 
+// checkRunner checks the name and labels a runner registers with.
+func checkRunner(name string, labels []string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errorf(http.StatusBadRequest, "name is empty")
+	case len(name) > maxName:
+		return errorf(http.StatusBadRequest, "name is %d bytes, longer than %d", len(name), maxName)
+	case len(labels) > maxLabels:
+		return errorf(http.StatusBadRequest, "%d labels, more than %d", len(labels), maxLabels)
+	}
+	for _, l := range labels {
+		if len(l) > maxName {
+			return errorf(http.StatusBadRequest, "a label is %d bytes, longer than %d", len(l), maxName)
+		}
+	}
+	return nil
+}
+
 func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
 	list := []Runner{}
 	for _, rn := range s.current().Runners {
 		if name == "" || rn.Name == name {
-			list = append(list, rn)
+			list = append(list, rn.Runner)
 		}
 	}
 	writeJSON(w, http.StatusOK, list)
@@ -192,19 +244,16 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 // /runners/{id}.
 const reasonRemoved = "runner removed while running the job"
 
+// remove unregisters a runner: the runner itself, with its token, or
+// anyone with the admin token.
 func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, token := r.PathValue("id"), bearer(r)
 	var requeued string
 	err := s.change(func(st *state, now time.Time) error {
-		i, rn := st.runner(id)
-		if rn == nil {
-			return errorf(http.StatusNotFound, "no runner %s", id)
+		if _, err := s.authRunner(st, id, token, true); err != nil {
+			return err
 		}
-		if rn.JobID != "" {
-			requeued = rn.JobID
-			endAttempt(st, st.job(rn.JobID), Result{RunnerID: id, State: JobInterrupted, Reason: reasonRemoved}, now)
-		}
-		st.Runners = append(st.Runners[:i], st.Runners[i+1:]...)
+		requeued = removeRunner(st, id, reasonRemoved, now)
 		return nil
 	})
 	if err != nil {
@@ -218,14 +267,48 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// removeRunner removes runner id, if it is there, re-queues its job with
+// reason, and returns the job's id, or "" if it ran none.
+func removeRunner(st *state, id, reason string, now time.Time) string {
+	i, rn := st.runner(id)
+	if rn == nil {
+		return ""
+	}
+	requeued := rn.JobID
+	if requeued != "" {
+		endAttempt(st, st.job(requeued), Result{RunnerID: id, State: JobInterrupted, Reason: reason}, now)
+	}
+	st.Runners = append(st.Runners[:i], st.Runners[i+1:]...)
+	return requeued
+}
+
+// heartbeat renews a runner's lease while it runs a job (its claims renew
+// it while it is idle).
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	id, token := r.PathValue("id"), bearer(r)
+	err := s.change(func(st *state, now time.Time) error {
+		if _, err := s.authRunner(st, id, token, false); err != nil {
+			return err
+		}
+		s.renew(id, now)
+		return errUnchanged
+	})
+	if err != errUnchanged {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, token := r.PathValue("id"), bearer(r)
 	var job Job
 	err := s.change(func(st *state, now time.Time) error {
-		_, rn := st.runner(id)
-		if rn == nil {
-			return errorf(http.StatusNotFound, "no runner %s", id)
+		rn, err := s.authRunner(st, id, token, false)
+		if err != nil {
+			return err
 		}
+		s.renew(id, now)
 		if rn.JobID != "" {
 			return errorf(http.StatusConflict, "runner %s is already running job %s", id, rn.JobID)
 		}
@@ -256,27 +339,35 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// enqueue queues a job; it takes the admin token.
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
+	if err := s.requireAdmin(bearer(r)); err != nil {
+		writeErr(w, err)
+		return
+	}
 	var body struct {
 		Command string `json:"command"`
 	}
-	if !decode(w, r, &body) {
+	if !s.decode(w, r, &body) {
 		return
 	}
-	if strings.TrimSpace(body.Command) == "" {
+	switch {
+	case strings.TrimSpace(body.Command) == "":
 		writeError(w, http.StatusBadRequest, "command is empty")
+		return
+	case len(body.Command) > s.cfg.MaxCommand:
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("command is %d bytes, longer than %d", len(body.Command), s.cfg.MaxCommand))
 		return
 	}
 	var job Job
+	var forgot string
 	err := s.change(func(st *state, now time.Time) error {
-		job = Job{
-			ID:        fmt.Sprintf("j-%d", st.NextJob),
-			Command:   body.Command,
-			State:     JobQueued,
-			History:   []Attempt{},
-			CreatedAt: now,
-			UpdatedAt: now,
+		if len(st.Jobs) >= s.cfg.MaxJobs {
+			if forgot = forgetFinished(st); forgot == "" {
+				return errorf(http.StatusTooManyRequests, "%d jobs are queued or running, the most this registry holds", len(st.Jobs))
+			}
 		}
+		job = Job{ID: fmt.Sprintf("j-%d", st.NextJob), Command: body.Command, State: JobQueued, History: []Attempt{}, CreatedAt: now, UpdatedAt: now}
 		st.NextJob++
 		st.Jobs = append(st.Jobs, jobRecord{Job: job})
 		return nil
@@ -285,8 +376,23 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	if forgot != "" {
+		s.log().Info("finished job forgotten to make room", "job", forgot, "max_jobs", s.cfg.MaxJobs)
+	}
 	s.log().Info("job queued", "job", job.ID, "command", job.Command)
 	writeJSON(w, http.StatusCreated, job)
+}
+
+// forgetFinished removes the oldest finished job and returns its id, or
+// "" if every job is queued or running.
+func forgetFinished(st *state) string {
+	for i, j := range st.Jobs {
+		if j.State == JobSucceeded || j.State == JobFailed {
+			st.Jobs = append(st.Jobs[:i], st.Jobs[i+1:]...)
+			return j.ID
+		}
+	}
+	return ""
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
@@ -308,23 +414,24 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, j.Job)
 }
 
+// report records how an attempt ended; it takes the token of the runner
+// that the result names.
 func (s *Server) report(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, token := r.PathValue("id"), bearer(r)
 	var res Result
-	if !decode(w, r, &res) {
+	if !s.decode(w, r, &res) {
 		return
 	}
-	switch res.State {
-	case JobSucceeded, JobFailed, JobInterrupted:
-	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want succeeded, failed or interrupted", res.State))
+	if err := s.checkResult(&res); err != nil {
+		writeErr(w, err)
 		return
-	}
-	if res.State == JobInterrupted && res.Reason == "" {
-		res.Reason = "interrupted by the runner"
 	}
 	var job Job
 	err := s.change(func(st *state, now time.Time) error {
+		if _, err := s.authRunner(st, res.RunnerID, token, false); err != nil {
+			return err
+		}
+		s.renew(res.RunnerID, now)
 		j := st.job(id)
 		switch {
 		case j == nil:
@@ -348,6 +455,23 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 		s.log().Info("job finished", "job", id, "runner", res.RunnerID, "state", res.State, "exit_code", fmtExit(res.ExitCode))
 	}
 	writeJSON(w, http.StatusOK, job)
+}
+
+// checkResult checks a result's state and the size of its output, and
+// gives an interrupted attempt a reason if it has none.
+func (s *Server) checkResult(res *Result) error {
+	switch res.State {
+	case JobSucceeded, JobFailed, JobInterrupted:
+	default:
+		return errorf(http.StatusBadRequest, "state %q: want succeeded, failed or interrupted", res.State)
+	}
+	if len(res.Output) > s.cfg.MaxOutput {
+		return errorf(http.StatusRequestEntityTooLarge, "output is %d bytes, longer than %d: send its tail", len(res.Output), s.cfg.MaxOutput)
+	}
+	if res.State == JobInterrupted && res.Reason == "" {
+		res.Reason = "interrupted by the runner"
+	}
+	return nil
 }
 
 // endAttempt records the end of j's running attempt, as res tells it, and
@@ -400,8 +524,9 @@ func fmtExit(p *int) any {
 
 // decode reads a JSON request body into v, or answers 400 (413 if too large)
 // and returns false.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	limit := s.cfg.bodyLimit()
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	err := dec.Decode(v)
 	if err == nil && dec.Decode(&json.RawMessage{}) != io.EOF {
 		err = errors.New("data after the JSON value")
@@ -410,7 +535,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return true
 	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxBody))
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
 		return false
 	}
 	writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
@@ -432,6 +557,9 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 func writeErr(w http.ResponseWriter, err error) {
 	if e, ok := errors.AsType[*apiError](err); ok {
+		if e.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+		}
 		writeError(w, e.status, e.msg)
 		return
 	}

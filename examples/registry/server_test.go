@@ -26,6 +26,7 @@ func endpointFixture(t *testing.T) *fixture {
 func TestEndpoints(t *testing.T) {
 	tests := []struct {
 		name         string
+		auth         string // "admin", a runner id for its token, "" for none, or a token
 		method, path string
 		body         string
 		status       int
@@ -54,8 +55,18 @@ func TestEndpoints(t *testing.T) {
 		{name: "register wrong type", method: "POST", path: "/runners", body: `{"name":3}`, status: 400},
 		{name: "register trailing data", method: "POST", path: "/runners", body: `{"name":"a"} {}`, status: 400},
 		{name: "register body too large", method: "POST", path: "/runners", body: `{"name":"` + strings.Repeat("a", 1<<20) + `"}`, status: 413},
-		{name: "register taken name", method: "POST", path: "/runners", body: `{"name":"busy"}`, status: 409,
-			check: func(t *testing.T, f *fixture, b []byte) { assert.Contains(t, string(b), "r-1") }},
+		// Names are not unique: the token, not the name, identifies a registration.
+		{name: "register a name that is taken", method: "POST", path: "/runners", body: `{"name":"busy"}`, status: 201,
+			check: func(t *testing.T, f *fixture, b []byte) {
+				r := decodeJSON[registry.Registration](t, b)
+				assert.Equal(t, "r-3", r.ID)
+				assert.NotEmpty(t, r.Token)
+				assert.NotEqual(t, f.tokens["r-1"], r.Token)
+				assert.Equal(t, registry.DefaultLease, r.Lease())
+			}},
+		{name: "register long name", method: "POST", path: "/runners", body: `{"name":"` + strings.Repeat("a", 257) + `"}`, status: 400},
+		{name: "register too many labels", method: "POST", path: "/runners", body: `{"name":"a","labels":[` + strings.Repeat(`"x",`, 32) + `"x"]}`, status: 400},
+		{name: "register long label", method: "POST", path: "/runners", body: `{"name":"a","labels":["` + strings.Repeat("a", 257) + `"]}`, status: 400},
 
 		// GET /runners
 		{name: "list runners", method: "GET", path: "/runners", status: 200,
@@ -67,6 +78,8 @@ func TestEndpoints(t *testing.T) {
 				assert.Equal(t, "r-2", rs[1].ID)
 				assert.Equal(t, []string{"linux", "x86"}, rs[1].Labels)
 				assert.NotContains(t, string(b), "null")
+				assert.NotContains(t, string(b), "token")
+				assert.NotContains(t, string(b), f.tokens["r-1"])
 			}},
 		{name: "list runners by name", method: "GET", path: "/runners?name=idle", status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
@@ -78,7 +91,7 @@ func TestEndpoints(t *testing.T) {
 			check: func(t *testing.T, f *fixture, b []byte) { assert.JSONEq(t, `[]`, string(b)) }},
 
 		// DELETE /runners/{id}
-		{name: "remove idle runner", method: "DELETE", path: "/runners/r-2", status: 204,
+		{name: "remove idle runner", auth: "r-2", method: "DELETE", path: "/runners/r-2", status: 204,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				assert.Empty(t, b)
 				rs, err := f.c.Runners(t.Context(), "")
@@ -86,14 +99,18 @@ func TestEndpoints(t *testing.T) {
 				require.Len(t, rs, 1)
 				assert.Equal(t, "r-1", rs[0].ID)
 			}},
-		{name: "remove busy runner", method: "DELETE", path: "/runners/r-1", status: 204,
+		{name: "remove busy runner", auth: "r-1", method: "DELETE", path: "/runners/r-1", status: 204,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				assert.Equal(t, registry.JobQueued, f.job(t, "j-1").State)
 			}},
-		{name: "remove unknown runner", method: "DELETE", path: "/runners/r-9", status: 404},
+		{name: "remove another runner with the admin token", auth: "admin", method: "DELETE", path: "/runners/r-1", status: 204},
+		{name: "remove another runner with its own token", auth: "r-2", method: "DELETE", path: "/runners/r-1", status: 403},
+		{name: "remove without a token", method: "DELETE", path: "/runners/r-1", status: 401},
+		{name: "remove with a made-up token", auth: "guess", method: "DELETE", path: "/runners/r-1", status: 403},
+		{name: "remove unknown runner", auth: "admin", method: "DELETE", path: "/runners/r-9", status: 404},
 
 		// POST /runners/{id}/claim
-		{name: "claim", method: "POST", path: "/runners/r-2/claim", status: 200,
+		{name: "claim", auth: "r-2", method: "POST", path: "/runners/r-2/claim", status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				j := decodeJSON[registry.Job](t, b)
 				assert.Equal(t, "j-2", j.ID)
@@ -105,12 +122,21 @@ func TestEndpoints(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "j-2", rs[0].JobID)
 			}},
-		{name: "claim while running a job", method: "POST", path: "/runners/r-1/claim", status: 409,
+		{name: "claim while running a job", auth: "r-1", method: "POST", path: "/runners/r-1/claim", status: 409,
 			check: func(t *testing.T, f *fixture, b []byte) { assert.Contains(t, string(b), "j-1") }},
-		{name: "claim unknown runner", method: "POST", path: "/runners/r-9/claim", status: 404},
+		{name: "claim unknown runner", auth: "r-2", method: "POST", path: "/runners/r-9/claim", status: 404},
+		{name: "claim with another runner's token", auth: "r-1", method: "POST", path: "/runners/r-2/claim", status: 403},
+		{name: "claim with the admin token", auth: "admin", method: "POST", path: "/runners/r-2/claim", status: 403},
+		{name: "claim without a token", method: "POST", path: "/runners/r-2/claim", status: 401},
+
+		// POST /runners/{id}/heartbeat
+		{name: "heartbeat", auth: "r-1", method: "POST", path: "/runners/r-1/heartbeat", status: 204},
+		{name: "heartbeat unknown runner", auth: "r-1", method: "POST", path: "/runners/r-9/heartbeat", status: 404},
+		{name: "heartbeat with another runner's token", auth: "r-2", method: "POST", path: "/runners/r-1/heartbeat", status: 403},
+		{name: "heartbeat without a token", method: "POST", path: "/runners/r-1/heartbeat", status: 401},
 
 		// POST /jobs
-		{name: "enqueue", method: "POST", path: "/jobs", body: `{"command":"make test"}`, status: 201,
+		{name: "enqueue", auth: "admin", method: "POST", path: "/jobs", body: `{"command":"make test"}`, status: 201,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				j := decodeJSON[registry.Job](t, b)
 				assert.Equal(t, "j-3", j.ID)
@@ -121,9 +147,14 @@ func TestEndpoints(t *testing.T) {
 				assert.False(t, j.CreatedAt.IsZero())
 				assert.Equal(t, j.CreatedAt, j.UpdatedAt)
 			}},
-		{name: "enqueue empty command", method: "POST", path: "/jobs", body: `{"command":""}`, status: 400},
-		{name: "enqueue no command", method: "POST", path: "/jobs", body: `{}`, status: 400},
-		{name: "enqueue bad JSON", method: "POST", path: "/jobs", body: `command=true`, status: 400},
+		{name: "enqueue empty command", auth: "admin", method: "POST", path: "/jobs", body: `{"command":""}`, status: 400},
+		{name: "enqueue no command", auth: "admin", method: "POST", path: "/jobs", body: `{}`, status: 400},
+		{name: "enqueue bad JSON", auth: "admin", method: "POST", path: "/jobs", body: `command=true`, status: 400},
+		{name: "enqueue the longest command", auth: "admin", method: "POST", path: "/jobs", body: `{"command":"` + strings.Repeat("a", registry.DefaultMaxCommand) + `"}`, status: 201},
+		{name: "enqueue too long a command", auth: "admin", method: "POST", path: "/jobs", body: `{"command":"` + strings.Repeat("a", registry.DefaultMaxCommand+1) + `"}`, status: 413,
+			check: func(t *testing.T, f *fixture, b []byte) { assert.Contains(t, string(b), "longer than 65536") }},
+		{name: "enqueue without a token", method: "POST", path: "/jobs", body: `{"command":"true"}`, status: 401},
+		{name: "enqueue with a runner's token", auth: "r-1", method: "POST", path: "/jobs", body: `{"command":"true"}`, status: 403},
 
 		// GET /jobs, GET /jobs/{id}
 		{name: "list jobs", method: "GET", path: "/jobs", status: 200,
@@ -144,7 +175,7 @@ func TestEndpoints(t *testing.T) {
 		{name: "get unknown job", method: "GET", path: "/jobs/j-9", status: 404},
 
 		// POST /jobs/{id}/result
-		{name: "report succeeded", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded","exit_code":0,"output":"one\n"}`, status: 200,
+		{name: "report succeeded", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded","exit_code":0,"output":"one\n"}`, status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				j := decodeJSON[registry.Job](t, b)
 				assert.Equal(t, registry.JobSucceeded, j.State)
@@ -157,13 +188,13 @@ func TestEndpoints(t *testing.T) {
 				require.NoError(t, err)
 				assert.Empty(t, rs[0].JobID, "the runner is free again")
 			}},
-		{name: "report failed", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"failed","exit_code":3}`, status: 200,
+		{name: "report failed", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"failed","exit_code":3}`, status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				j := decodeJSON[registry.Job](t, b)
 				assert.Equal(t, registry.JobFailed, j.State)
 				assert.Equal(t, exit(3), j.ExitCode)
 			}},
-		{name: "report interrupted", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"interrupted","reason":"spot interruption"}`, status: 200,
+		{name: "report interrupted", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"interrupted","reason":"spot interruption"}`, status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				j := decodeJSON[registry.Job](t, b)
 				assert.Equal(t, registry.JobQueued, j.State)
@@ -171,14 +202,23 @@ func TestEndpoints(t *testing.T) {
 				require.Len(t, j.History, 1)
 				assert.Equal(t, "spot interruption", j.History[0].Reason)
 			}},
-		{name: "report state running", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"running"}`, status: 400},
-		{name: "report state queued", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"queued"}`, status: 400},
-		{name: "report no state", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1"}`, status: 400},
-		{name: "report bad JSON", method: "POST", path: "/jobs/j-1/result", body: `{`, status: 400},
-		{name: "report unknown job", method: "POST", path: "/jobs/j-9/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 404},
-		{name: "report from another runner", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-2","state":"succeeded"}`, status: 409},
-		{name: "report without runner", method: "POST", path: "/jobs/j-1/result", body: `{"state":"succeeded"}`, status: 409},
-		{name: "report queued job", method: "POST", path: "/jobs/j-2/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 409},
+		{name: "report state running", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"running"}`, status: 400},
+		{name: "report state queued", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"queued"}`, status: 400},
+		{name: "report no state", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1"}`, status: 400},
+		{name: "report bad JSON", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{`, status: 400},
+		{name: "report unknown job", auth: "r-1", method: "POST", path: "/jobs/j-9/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 404},
+		{name: "report from another runner", auth: "r-2", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-2","state":"succeeded"}`, status: 409},
+		{name: "report for another runner", auth: "r-2", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 403},
+		{name: "report without runner", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"state":"succeeded"}`, status: 404},
+		{name: "report without a token", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 401},
+		{name: "report with the admin token", auth: "admin", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 403},
+		{name: "report the longest output", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded","output":"` + strings.Repeat("a", registry.DefaultMaxOutput) + `"}`, status: 200,
+			check: func(t *testing.T, f *fixture, b []byte) {
+				assert.Len(t, decodeJSON[registry.Job](t, b).Output, registry.OutputLimit)
+			}},
+		{name: "report too long an output", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded","output":"` + strings.Repeat("a", registry.DefaultMaxOutput+1) + `"}`, status: 413,
+			check: func(t *testing.T, f *fixture, b []byte) { assert.Contains(t, string(b), "send its tail") }},
+		{name: "report queued job", auth: "r-1", method: "POST", path: "/jobs/j-2/result", body: `{"runner_id":"r-1","state":"succeeded"}`, status: 409},
 
 		// Unknown paths and wrong methods
 		{name: "root", method: "GET", path: "/", status: 404},
@@ -196,7 +236,7 @@ func TestEndpoints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := endpointFixture(t)
 			before := f.snapshot(t)
-			status, h, body := f.call(t, tt.method, tt.path, tt.body)
+			status, h, body := f.call(t, tt.auth, tt.method, tt.path, tt.body)
 			require.Equal(t, tt.status, status, "body %s", body)
 			if status >= 400 {
 				assert.Equal(t, "application/json", h.Get("Content-Type"))
@@ -205,6 +245,9 @@ func TestEndpoints(t *testing.T) {
 				}](t, body)
 				assert.NotEmpty(t, e.Error)
 				assert.Equal(t, before, f.snapshot(t), "a failed request changes nothing")
+			}
+			if status == 401 {
+				assert.Equal(t, "Bearer", h.Get("WWW-Authenticate"))
 			}
 			if status == 405 {
 				assert.Equal(t, tt.allow, h.Get("Allow"))
@@ -228,14 +271,14 @@ func TestClaimOrder(t *testing.T) {
 	assert.Equal(t, "j-2", f.claim(t, b.ID).ID)
 
 	// j-1 is interrupted: it is older than j-3, so it runs again first.
-	_, err := f.c.Report(t.Context(), "j-1", registry.Result{RunnerID: a.ID, State: registry.JobInterrupted})
+	_, err := f.as(a.ID).Report(t.Context(), "j-1", registry.Result{RunnerID: a.ID, State: registry.JobInterrupted})
 	require.NoError(t, err)
 	j := f.claim(t, c.ID)
 	assert.Equal(t, "j-1", j.ID)
 	assert.Equal(t, 2, j.Attempts)
 	assert.Equal(t, "j-3", f.claim(t, a.ID).ID)
 
-	_, err = f.c.Report(t.Context(), "j-2", registry.Result{RunnerID: b.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
+	_, err = f.as(b.ID).Report(t.Context(), "j-2", registry.Result{RunnerID: b.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
 	require.NoError(t, err)
 	assert.Nil(t, f.claim(t, b.ID), "every job taken")
 }
@@ -247,7 +290,7 @@ func TestInterruptedIsRequeuedWithHistory(t *testing.T) {
 	claimed := f.claim(t, r1.ID)
 
 	out := strings.Repeat("x", registry.OutputLimit) + "tail\n"
-	j, err := f.c.Report(t.Context(), claimed.ID, registry.Result{
+	j, err := f.as(r1.ID).Report(t.Context(), claimed.ID, registry.Result{
 		RunnerID: r1.ID, State: registry.JobInterrupted, ExitCode: exit(143), Output: out, Reason: "spot instance-action terminate",
 	})
 	require.NoError(t, err)
@@ -271,7 +314,7 @@ func TestInterruptedIsRequeuedWithHistory(t *testing.T) {
 	again := f.claim(t, r2.ID)
 	require.Equal(t, claimed.ID, again.ID)
 	assert.Equal(t, 2, again.Attempts)
-	j, err = f.c.Report(t.Context(), again.ID, registry.Result{RunnerID: r2.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
+	j, err = f.as(r2.ID).Report(t.Context(), again.ID, registry.Result{RunnerID: r2.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
 	require.NoError(t, err)
 	assert.Equal(t, registry.JobSucceeded, j.State)
 	assert.Equal(t, exit(0), j.ExitCode)
@@ -282,7 +325,7 @@ func TestInterruptedIsRequeuedWithHistory(t *testing.T) {
 	assert.Equal(t, registry.JobSucceeded, j.History[1].State)
 
 	// Finished is final.
-	_, err = f.c.Report(t.Context(), j.ID, registry.Result{RunnerID: r2.ID, State: registry.JobFailed})
+	_, err = f.as(r2.ID).Report(t.Context(), j.ID, registry.Result{RunnerID: r2.ID, State: registry.JobFailed})
 	assert.ErrorIs(t, err, registry.ErrConflict)
 }
 
@@ -291,7 +334,7 @@ func TestInterruptedWithoutReason(t *testing.T) {
 	r := f.register(t, "r")
 	f.enqueue(t, "true")
 	f.claim(t, r.ID)
-	j, err := f.c.Report(t.Context(), "j-1", registry.Result{RunnerID: r.ID, State: registry.JobInterrupted})
+	j, err := f.as(r.ID).Report(t.Context(), "j-1", registry.Result{RunnerID: r.ID, State: registry.JobInterrupted})
 	require.NoError(t, err)
 	assert.NotEmpty(t, j.History[0].Reason)
 }
@@ -302,7 +345,7 @@ func TestRemoveRunnerRequeuesItsJob(t *testing.T) {
 	f.enqueue(t, "make")
 	claimed := f.claim(t, doomed.ID)
 
-	require.NoError(t, f.c.Remove(t.Context(), doomed.ID))
+	require.NoError(t, f.as(doomed.ID).Remove(t.Context(), doomed.ID))
 
 	j := f.job(t, claimed.ID)
 	assert.Equal(t, registry.JobQueued, j.State)
@@ -313,15 +356,17 @@ func TestRemoveRunnerRequeuesItsJob(t *testing.T) {
 		Reason: "runner removed while running the job", Started: claimed.UpdatedAt, Ended: j.UpdatedAt,
 	}, j.History[0])
 
-	// The removed runner's late report is refused and changes nothing.
-	_, err := f.c.Report(t.Context(), claimed.ID, registry.Result{RunnerID: doomed.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
-	require.ErrorIs(t, err, registry.ErrConflict)
+	// The removed runner's late report is refused and changes nothing: its
+	// registration is gone (404).
+	_, err := f.as(doomed.ID).Report(t.Context(), claimed.ID, registry.Result{RunnerID: doomed.ID, State: registry.JobSucceeded, ExitCode: exit(0)})
+	require.ErrorIs(t, err, registry.ErrNotFound)
 	assert.Equal(t, j, f.job(t, claimed.ID))
 
 	// So is anything else it tries.
-	_, err = f.c.Claim(t.Context(), doomed.ID)
+	_, err = f.as(doomed.ID).Claim(t.Context(), doomed.ID)
 	assert.ErrorIs(t, err, registry.ErrNotFound)
-	assert.ErrorIs(t, f.c.Remove(t.Context(), doomed.ID), registry.ErrNotFound)
+	assert.ErrorIs(t, f.as(doomed.ID).Heartbeat(t.Context(), doomed.ID), registry.ErrNotFound)
+	assert.ErrorIs(t, f.as(doomed.ID).Remove(t.Context(), doomed.ID), registry.ErrNotFound)
 
 	// The job runs again elsewhere.
 	again := f.claim(t, other.ID)
@@ -331,18 +376,38 @@ func TestRemoveRunnerRequeuesItsJob(t *testing.T) {
 }
 
 func TestReRegisterAfterRemove(t *testing.T) {
-	// What the runner does at start-up after a crash: find its stale
-	// registration by name, remove it, register again under a new id.
+	// What the runner does at start-up after a crash: remove its stale
+	// registration with the token it kept, register again under a new id.
 	f := newFixture(t)
 	old := f.register(t, "ci-1")
-	_, err := f.c.Register(t.Context(), "ci-1", nil)
-	require.ErrorIs(t, err, registry.ErrConflict)
-
-	stale, err := f.c.Runners(t.Context(), "ci-1")
-	require.NoError(t, err)
-	require.Len(t, stale, 1)
-	require.NoError(t, f.c.Remove(t.Context(), stale[0].ID))
+	require.NoError(t, f.as(old.ID).Remove(t.Context(), old.ID))
 	fresh := f.register(t, "ci-1")
 	assert.NotEqual(t, old.ID, fresh.ID)
 	assert.Equal(t, "r-2", fresh.ID)
+	assert.NotEqual(t, old.Token, fresh.Token)
+	_, err := f.c.WithToken(old.Token).Claim(t.Context(), fresh.ID)
+	assert.ErrorIs(t, err, registry.ErrUnauthorized, "the old token is not the new registration's")
+}
+
+// A second host that registers under the name of a runner that is running
+// a job gets its own registration, and cannot take that runner's job: not
+// by claiming it, reporting it or removing its registration.
+func TestSameNameCannotTakeAnothersJob(t *testing.T) {
+	f := newFixture(t)
+	first := f.register(t, "ci-1")
+	f.enqueue(t, "make")
+	job := f.claim(t, first.ID)
+	second := f.register(t, "ci-1")
+
+	assert.Nil(t, f.claim(t, second.ID), "nothing else queued")
+	_, err := f.as(second.ID).Report(t.Context(), job.ID, registry.Result{RunnerID: first.ID, State: registry.JobInterrupted})
+	assert.ErrorIs(t, err, registry.ErrUnauthorized)
+	_, err = f.as(second.ID).Report(t.Context(), job.ID, registry.Result{RunnerID: second.ID, State: registry.JobInterrupted})
+	assert.ErrorIs(t, err, registry.ErrConflict)
+	assert.ErrorIs(t, f.as(second.ID).Remove(t.Context(), first.ID), registry.ErrUnauthorized)
+
+	j := f.job(t, job.ID)
+	assert.Equal(t, registry.JobRunning, j.State)
+	assert.Equal(t, first.ID, j.RunnerID)
+	assert.Equal(t, 1, j.Attempts)
 }

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,19 +17,27 @@ import (
 )
 
 // stateVersion is written into the state file so that pointing -state at
-// some other JSON file is refused instead of overwritten.
-const stateVersion = 1
+// some other JSON file is refused instead of overwritten. Version 2 added
+// the runners' token hashes; a version 1 file is refused.
+const stateVersion = 2
 
 // state is everything the registry knows, exactly as it is written to the
 // state file. A committed state is never modified: a change is made to a
 // clone, which replaces it once it is on disk (see Server.change), so readers
 // may use a committed state without holding the lock.
 type state struct {
-	Version    int         `json:"version"`
-	NextRunner int         `json:"next_runner"` // number of the next runner id
-	NextJob    int         `json:"next_job"`    // number of the next job id
-	Runners    []Runner    `json:"runners"`     // by id
-	Jobs       []jobRecord `json:"jobs"`        // by id, that is by creation
+	Version    int            `json:"version"`
+	NextRunner int            `json:"next_runner"` // number of the next runner id
+	NextJob    int            `json:"next_job"`    // number of the next job id
+	Runners    []runnerRecord `json:"runners"`     // by id
+	Jobs       []jobRecord    `json:"jobs"`        // by id, that is by creation
+}
+
+// runnerRecord is a Runner plus the hash of its token (see tokenHash),
+// which the API never shows.
+type runnerRecord struct {
+	Runner
+	TokenHash string `json:"token_sha256"`
 }
 
 // jobRecord is a Job plus what the registry needs but does not show.
@@ -39,12 +49,12 @@ type jobRecord struct {
 }
 
 func newState() *state {
-	return &state{Version: stateVersion, NextRunner: 1, NextJob: 1, Runners: []Runner{}, Jobs: []jobRecord{}}
+	return &state{Version: stateVersion, NextRunner: 1, NextJob: 1, Runners: []runnerRecord{}, Jobs: []jobRecord{}}
 }
 
 func (st *state) clone() *state {
 	c := *st
-	c.Runners = make([]Runner, len(st.Runners))
+	c.Runners = make([]runnerRecord, len(st.Runners))
 	for i, r := range st.Runners {
 		r.Labels = slices.Clone(r.Labels)
 		c.Runners[i] = r
@@ -69,7 +79,7 @@ func cloneInt(p *int) *int {
 	return &v
 }
 
-func (st *state) runner(id string) (int, *Runner) {
+func (st *state) runner(id string) (int, *runnerRecord) {
 	for i := range st.Runners {
 		if st.Runners[i].ID == id {
 			return i, &st.Runners[i]
@@ -89,8 +99,18 @@ func (st *state) job(id string) *jobRecord {
 
 // loadState reads the state file at path; a missing file is an empty state,
 // provided that its directory exists, so that a mistyped -state fails at
-// start-up rather than at the first change.
+// start-up rather than at the first change. Once the state is loaded, the
+// temporary files of saves that a crash cut short are removed.
 func loadState(path string) (*state, error) {
+	st, err := readState(path)
+	if err != nil {
+		return nil, err
+	}
+	removeTemps(path)
+	return st, nil
+}
+
+func readState(path string) (*state, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		dir := filepath.Dir(path)
@@ -109,6 +129,22 @@ func loadState(path string) (*state, error) {
 		return nil, fmt.Errorf("registry: state file %s is corrupt: %w", path, err)
 	}
 	return st, nil
+}
+
+// tempPrefix returns the name prefix of save's temporary files for the
+// state file path.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// removeTemps removes what save leaves behind when the registry dies
+// between creating its temporary file and renaming it: nothing else writes
+// such names, and no save runs before the state is loaded.
+func removeTemps(path string) {
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix(path)) && e.Type().IsRegular() {
+			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		}
+	}
 }
 
 // parseState decodes and checks a state file. Anything it accepts keeps the
@@ -156,8 +192,9 @@ func orEmpty[T any](s []T) []T {
 
 // validate checks what the handlers rely on: a known version; ids in the
 // registry's own form, in order and below the next ones, so that none is
-// given out twice; unique runner names; jobs in a known state; and a job
-// running on a runner exactly when that runner says it runs the job.
+// given out twice; runners with a name and a token hash; jobs in a known
+// state; and a job running on a runner exactly when that runner says it runs
+// the job.
 func (st *state) validate() error {
 	if st.Version != stateVersion {
 		return fmt.Errorf("version %d, want %d", st.Version, stateVersion)
@@ -166,16 +203,17 @@ func (st *state) validate() error {
 		return fmt.Errorf("next ids %d and %d must be at least 1", st.NextRunner, st.NextJob)
 	}
 	runnerIDs := idSequence{kind: "runner", prefix: "r-", next: st.NextRunner}
-	names := map[string]bool{}
 	for _, r := range st.Runners {
 		if err := runnerIDs.check(r.ID); err != nil {
 			return err
 		}
-		if strings.TrimSpace(r.Name) == "" || names[r.Name] {
-			return fmt.Errorf("runner %s: empty or duplicate name %q", r.ID, r.Name)
+		if strings.TrimSpace(r.Name) == "" {
+			return fmt.Errorf("runner %s: empty name", r.ID)
 		}
-		names[r.Name] = true
-		if err := st.checkRunnerJob(r); err != nil {
+		if b, err := hex.DecodeString(r.TokenHash); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("runner %s: token_sha256 %q is not a SHA-256 in hex", r.ID, r.TokenHash)
+		}
+		if err := st.checkRunnerJob(r.Runner); err != nil {
 			return err
 		}
 	}
@@ -273,7 +311,7 @@ func (st *state) save(path string) (warning, err error) {
 	data = append(data, '\n')
 
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,21 @@ type Runner struct {
 	JobID        string    `json:"job_id,omitempty"` // the job it is running, if any
 }
 
+// Registration is the answer to registering: the runner, the secret token
+// that it must present (Authorization: Bearer) to claim, report, send
+// heartbeats and unregister, and its lease. The registry keeps only a hash of
+// the token: it cannot be read back, and GET /runners never shows it.
+type Registration struct {
+	Runner
+	Token string `json:"token"`
+	// LeaseMillis is how long the registry keeps the runner registered
+	// without a request from it, in milliseconds (see [Config.Lease]).
+	LeaseMillis int64 `json:"lease_ms"`
+}
+
+// Lease returns LeaseMillis as a duration.
+func (r Registration) Lease() time.Duration { return time.Duration(r.LeaseMillis) * time.Millisecond }
+
 // JobState is the state of a job, or how one attempt at it ended.
 type JobState string
 
@@ -71,8 +86,9 @@ type Result struct {
 
 // Sentinels for errors.Is on an [*APIError].
 var (
-	ErrNotFound = errors.New("registry: not found") // status 404
-	ErrConflict = errors.New("registry: conflict")  // status 409
+	ErrNotFound     = errors.New("registry: not found")    // status 404
+	ErrConflict     = errors.New("registry: conflict")     // status 409
+	ErrUnauthorized = errors.New("registry: unauthorized") // status 401 (no token) or 403 (not the right one)
 )
 
 // APIError is a non-2xx answer from the registry.
@@ -85,14 +101,17 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("registry: %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
 }
 
-// Is reports whether target is [ErrNotFound] and the status 404, or
-// [ErrConflict] and the status 409.
+// Is reports whether target is [ErrNotFound] and the status 404,
+// [ErrConflict] and the status 409, or [ErrUnauthorized] and the status 401
+// or 403.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound
 	case ErrConflict:
 		return e.Status == http.StatusConflict
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 	}
 	return false
 }

@@ -19,14 +19,6 @@ const settleFor = 5 * time.Second
 // way.
 type advice struct{ source, event string }
 
-// A pendingReport is the result of a job that the CI service has not
-// taken yet. The runner claims nothing until it is delivered: the CI
-// service gives a runner one job at a time, and still counts this one.
-type pendingReport struct {
-	job *Job
-	res Result
-}
-
 // idle reports whether the runner has no job: none running, and no result
 // of one waiting to be delivered.
 func (r *runner) idle() bool { return r.job == nil && r.pending == nil }
@@ -52,79 +44,168 @@ func (r *runner) settle(ready bool) {
 	}
 }
 
-// claim asks the CI service for a job and starts it.
+// pollOnce makes one attempt to deliver a pending result, and claims a
+// job if the runner may. The notices that have come are looked at first:
+// the poll timer and a notice can be ready at once, and select picks
+// either.
+func (r *runner) pollOnce() {
+	r.deliverPending()
+	if r.mayClaim() && !r.checkNotices() {
+		r.claim()
+	}
+}
+
+// claim asks the CI service for a job and starts it, unless an imminent
+// notice came meanwhile: then the job goes back to the queue unstarted.
 func (r *runner) claim() {
 	var job *Job
 	err := r.call(func(ctx context.Context) (err error) {
-		job, err = r.svc.Claim(ctx, r.id)
+		job, err = r.svc.Claim(ctx, r.reg)
 		return err
 	})
+	if r.gone(err) {
+		return
+	}
 	r.warn("claiming", err)
 	if err != nil || job == nil {
 		return
 	}
-	p, err := start(job, r.cfg.name)
+	if r.checkNotices() {
+		r.tl.Printf("job %s claimed as an imminent notice came: handing it back unstarted", job.ID)
+		r.setPending(&pendingReport{Job: *job, Result: Result{ExitCode: -1, Reason: "runner leaving before the job started", Status: "not started"}, Requeue: true})
+		return
+	}
+	p, err := start(job, r.cfg.name, r.cfg.jobEnv)
 	if err != nil {
 		r.tl.Printf("job %s could not start: %v", job.ID, err)
-		r.pending = &pendingReport{job, Result{ExitCode: -1, Output: err.Error()}}
+		r.setPending(&pendingReport{Job: *job, Result: Result{ExitCode: -1, Output: err.Error(), Status: "not started"}})
 		return
 	}
 	r.job = p
 	r.tl.Printf("job %s started (process group %d): %s", job.ID, p.group.id(), job.Command)
 }
 
-// finished reports a job that ended by itself. If the CI service cannot
-// be reached, the result is kept for deliverPending.
-func (r *runner) finished(res Result) {
-	job := r.job.job
-	r.job = nil
-	err := r.call(func(ctx context.Context) error { return r.svc.Report(ctx, r.id, job, res) })
-	if errors.Is(err, ErrJobGone) {
-		r.tl.Printf("job %s ended: %s; not reported: %v", job.ID, res.Status, err)
-		return
+// heartbeat tells the CI service that the runner is alive.
+func (r *runner) heartbeat() {
+	err := r.call(func(ctx context.Context) error { return r.svc.Heartbeat(ctx, r.reg) })
+	if !r.gone(err) {
+		r.warn("heartbeat", err)
 	}
-	if err != nil {
-		r.tl.Printf("job %s ended: %s; reporting it failed: %v (retrying)", job.ID, res.Status, err)
-		r.errs["reporting job "+job.ID] = err.Error()
-		r.pending = &pendingReport{job, res}
-		return
-	}
-	r.tl.Printf("job %s ended: %s; reported", job.ID, res.Status)
 }
 
-// deliverPending makes one attempt to report the result that the CI
-// service has not taken yet, if there is one. A result for a job that is no
-// longer this runner's can never be delivered, and is dropped.
+// gone reports whether err says that the CI service no longer knows the
+// registration, and if so marks it lost: the loop registers again.
+func (r *runner) gone(err error) bool {
+	if !errors.Is(err, ErrNotRegistered) {
+		return false
+	}
+	r.tl.Printf("registration %s is gone from the CI service: %v", r.reg.ID, err)
+	r.lost = true
+	return true
+}
+
+// finished reports a job that ended by itself. The result is on disk
+// before the first try, so that a runner killed before it is delivered
+// leaves it to the next start; if the CI service cannot be reached, the
+// poll timer tries again (deliverPending).
+func (r *runner) finished(res Result) {
+	p := r.job
+	r.job = nil
+	r.logSwept(p)
+	r.setPending(&pendingReport{Job: *p.job, Result: res})
+	dropped, err := r.deliverOnce()
+	switch {
+	case err != nil:
+		r.tl.Printf("job %s ended: %s; reporting it failed: %v (retrying)", p.job.ID, res.Status, err)
+		r.errs["reporting job "+p.job.ID] = err.Error()
+	case dropped != nil:
+		r.tl.Printf("job %s ended: %s; not reported: %v", p.job.ID, res.Status, dropped)
+	default:
+		r.tl.Printf("job %s ended: %s; reported", p.job.ID, res.Status)
+	}
+}
+
+// logSwept logs the processes of p that had left its process group, and
+// that the runner killed when the job ended.
+func (r *runner) logSwept(p *process) {
+	if len(p.swept) > 0 {
+		r.tl.Printf("job %s: killed %d process(es) that had left its process group: %v", p.job.ID, len(p.swept), p.swept)
+	}
+}
+
+// deliverPending makes one attempt to deliver the result that the CI
+// service has not taken yet, if there is one.
 func (r *runner) deliverPending() {
 	p := r.pending
 	if p == nil {
 		return
 	}
-	err := r.call(func(ctx context.Context) error { return r.svc.Report(ctx, r.id, p.job, p.res) })
-	if errors.Is(err, ErrJobGone) {
-		r.tl.Printf("dropping the result of job %s: %v", p.job.ID, err)
-		err = nil
+	dropped, err := r.deliverOnce()
+	if dropped != nil {
+		r.tl.Printf("dropping the result of job %s: %v", p.Job.ID, dropped)
 	}
-	r.warn("reporting job "+p.job.ID, err)
-	if err == nil {
-		r.pending = nil
-	}
+	r.warn("reporting job "+p.Job.ID, err)
 }
 
-// takeAdvice handles the notices waiting on C without blocking. It stops
-// at the first imminent one and returns it.
-func (r *runner) takeAdvice() (termsig.Notice, bool) {
-	for {
+// deliverOnce makes one attempt to deliver the pending result, if there
+// is one, in call: an imminent notice cuts it short. It returns a nil err
+// once the result is off the runner's hands: taken by the CI service, or
+// dropped because the CI service will never take it, which dropped says.
+func (r *runner) deliverOnce() (dropped, err error) {
+	p := r.pending
+	if p == nil {
+		return nil, nil
+	}
+	return r.delivered(r.call(func(ctx context.Context) error { return r.send(ctx, p) }))
+}
+
+// send makes one attempt to deliver p. It only talks to the CI service,
+// so that it can run in call's goroutine.
+func (r *runner) send(ctx context.Context, p *pendingReport) error {
+	if p.Requeue {
+		return r.svc.Requeue(ctx, r.reg, &p.Job, p.Result)
+	}
+	return r.svc.Report(ctx, r.reg, &p.Job, p.Result)
+}
+
+// delivered takes the outcome of send: the result is off the runner's
+// hands if the CI service took it, or if it will never take it (the job or
+// the registration is gone: dropped says why).
+func (r *runner) delivered(err error) (dropped, _ error) {
+	if errors.Is(err, ErrJobGone) || errors.Is(err, ErrNotRegistered) {
+		dropped, err = err, nil
+	}
+	if err == nil {
+		r.setPending(nil)
+	}
+	return dropped, err
+}
+
+// checkNotices handles the notices waiting on C without blocking, and
+// reports whether an imminent one is in r.urgent: the runner must then
+// start nothing, and drain.
+func (r *runner) checkNotices() bool {
+	for r.urgent == nil {
 		select {
 		case nt := <-r.notices:
-			if nt.Kind.Imminent() {
-				return nt, true
-			}
-			r.advise(nt)
+			r.notice(nt)
 		default:
-			return termsig.Notice{}, false
+			return false
 		}
 	}
+	return true
+}
+
+// notice handles one notice: an imminent one is kept in r.urgent, for the
+// loop to drain; the others are advice.
+func (r *runner) notice(nt termsig.Notice) {
+	if nt.Kind.Imminent() {
+		if r.urgent == nil {
+			r.urgent = &nt
+		}
+		return
+	}
+	r.advise(nt)
 }
 
 // advise handles the notices that are not imminent: a reload, and advice,

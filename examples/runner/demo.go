@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -45,13 +46,16 @@ func runDemo(tl *timeline, cfg config) int {
 		return exitStartup
 	}
 	defer os.RemoveAll(dir)
-	url, stopRegistry, err := startDemoRegistry(filepath.Join(dir, "registry.json"))
+	admin := rand.Text()
+	url, stopRegistry, err := startDemoRegistry(filepath.Join(dir, "registry.json"), admin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return exitStartup
 	}
 	defer stopRegistry()
 	client := registry.NewClient(url, nil)
+	cfg.service = url
+	cfg.statePath = filepath.Join(dir, "runner-state.json")
 	fake := imdstest.NewServer()
 	defer fake.Close()
 	fmt.Fprintf(os.Stderr, "demo: registry on %s with %d jobs queued; fake IMDS on %s\n", url, len(demoJobs), fake.URL)
@@ -69,11 +73,11 @@ func runDemo(tl *timeline, cfg config) int {
 	return code
 }
 
-// startDemoRegistry serves a registry with its state in statePath on a
-// loopback port, queues the demo's jobs, and returns its URL and a function
-// that stops it.
-func startDemoRegistry(statePath string) (url string, stop func(), err error) {
-	reg, err := registry.NewServer(statePath)
+// startDemoRegistry serves a registry with its state in statePath and the
+// admin token admin on a loopback port, queues the demo's jobs, and returns
+// its URL and a function that stops it.
+func startDemoRegistry(statePath, admin string) (url string, stop func(), err error) {
+	reg, err := registry.NewServer(statePath, &registry.Config{AdminToken: admin})
 	if err != nil {
 		return "", nil, err
 	}
@@ -84,7 +88,7 @@ func startDemoRegistry(statePath string) (url string, stop func(), err error) {
 	hs := &http.Server{Handler: reg}
 	go hs.Serve(ln)
 	url = "http://" + ln.Addr().String()
-	client := registry.NewClient(url, nil)
+	client := registry.NewClient(url, nil).WithToken(admin)
 	for _, c := range demoJobs {
 		if _, err := client.Enqueue(context.Background(), c); err != nil {
 			hs.Close()

@@ -4,8 +4,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -14,19 +14,22 @@ import (
 )
 
 // drain handles an imminent notice: stop claiming, stop the job (SIGTERM,
-// then SIGKILL at min(deadline-margin, now+grace)), re-queue it, unregister
-// with retries until the deadline, and return the exit status. A later
-// notice with an earlier deadline (on GCE the power button comes first,
-// with none, and the metadata server's 30 s a moment later) brings the
-// whole plan forward.
+// then SIGKILL at min(deadline-margin, now+grace)), deliver its result (re-
+// queue it, or report it if it finished by itself), unregister, and return
+// the exit status. A later notice with an earlier deadline (on GCE the
+// power button comes first, with none, and the metadata server's 30 s a
+// moment later) brings the SIGKILL forward.
 func (r *runner) drain(nt termsig.Notice) int {
 	r.tl.mark(nt.Observed)
 	r.tl.Printf("notice: %v", nt)
 	r.notify("STOPPING=1")
 	d := &deadline{at: r.deadlineOf(nt)}
-	if nt.Deadline.IsZero() {
+	switch {
+	case nt.Deadline.IsZero():
 		r.tl.Printf("no deadline in the notice: using -stop-timeout, %v", r.cfg.stopTimeout)
-	} else {
+	case !d.get().Equal(nt.Deadline):
+		r.tl.Printf("the notice's deadline %s is further than -stop-timeout (%v): using that", nt.Deadline.UTC().Format(time.RFC3339), r.cfg.stopTimeout)
+	default:
 		r.tl.Printf("deadline in %v", fmtDur(time.Until(d.get())))
 	}
 	stopExtending := r.extendTimeout(d)
@@ -36,17 +39,22 @@ func (r *runner) drain(nt termsig.Notice) int {
 	if r.job != nil {
 		r.stopJob(nt, d)
 	}
-	if r.pending != nil {
-		r.deliverPendingBy(d.get().Add(-r.cfg.margin / 2))
-	}
-	return r.unregister(nt, d)
+	return r.leave(nt, d)
 }
 
-// deadlineOf returns the notice's deadline, or -stop-timeout after it when
-// it has none.
+// deadlineOf returns the notice's deadline, but at most -stop-timeout
+// after the notice was seen: that is the deadline of a notice that has
+// none, and it bounds one that is absurdly far (a metadata service that
+// answers with the year 9999), which would keep the runner, and systemd
+// waiting for it, for ever.
 func (r *runner) deadlineOf(nt termsig.Notice) time.Time {
-	if nt.Deadline.IsZero() {
-		return nt.Observed.Add(r.cfg.stopTimeout)
+	seen := nt.Observed
+	if seen.IsZero() {
+		seen = time.Now()
+	}
+	latest := seen.Add(r.cfg.stopTimeout)
+	if nt.Deadline.IsZero() || nt.Deadline.After(latest) {
+		return latest
 	}
 	return nt.Deadline
 }
@@ -76,23 +84,33 @@ func (d *deadline) tighten(t time.Time) bool {
 	return true
 }
 
-// stopJob ends the running job for a drain and re-queues it.
+// stopJob ends the running job for a drain and sets the result to
+// deliver: the job is re-queued, unless it ended by itself, before the
+// notice or with success during the grace period.
 func (r *runner) stopJob(nt termsig.Notice, d *deadline) {
 	p := r.job
 	r.job = nil
-	// A job that ended just before the notice ended by itself.
 	select {
 	case res := <-p.done:
 		r.tl.Printf("job %s had ended: %s", p.job.ID, res.Status)
-		r.pending = &pendingReport{p.job, res}
+		r.logSwept(p)
+		r.setPending(&pendingReport{Job: *p.job, Result: res})
 		return
 	default:
 	}
 	res := r.killJob(p, d)
 	r.tl.Printf("job %s ended: %s", p.job.ID, res.Status)
-	// The job did not choose to end: whatever its status, it is re-queued.
+	r.logSwept(p)
+	if res.ExitCode == 0 {
+		// It exited 0 during the grace period: it did its work, and is
+		// taken at its word rather than run again.
+		r.tl.Printf("job %s succeeded during the grace period: reporting it, not re-queueing it", p.job.ID)
+		r.setPending(&pendingReport{Job: *p.job, Result: res})
+		return
+	}
+	// Any other end may be the signal's doing: the job is re-queued.
 	res.Reason = "runner leaving: " + nt.String()
-	r.requeue(p.job, res, d)
+	r.setPending(&pendingReport{Job: *p.job, Result: res, Requeue: true})
 }
 
 // killJob sends SIGTERM to the job's process group and waits for the job
@@ -125,7 +143,7 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 			case more.Kind == termsig.Interrupt:
 				r.tl.Printf("second interrupt (%s): SIGKILL job %s now", more.Reason, p.job.ID)
 				_ = p.group.signal(syscall.SIGKILL)
-			case more.Kind.Imminent() && d.tighten(more.Deadline):
+			case more.Kind.Imminent() && !more.Deadline.IsZero() && d.tighten(r.deadlineOf(more)):
 				r.tl.Printf("notice: %v; the deadline is now in %v, SIGKILL in %v", more, fmtDur(time.Until(d.get())), fmtDur(time.Until(killAt())))
 				kill.Reset(time.Until(killAt()))
 			default:
@@ -135,49 +153,38 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 	}
 }
 
-// requeue reports a job the runner stopped as interrupted, so that the CI
-// service runs it again, retrying until half the margin before the
-// deadline.
-func (r *runner) requeue(job *Job, res Result, d *deadline) {
-	err := retryUntil(d.get().Add(-r.cfg.margin/2), func(ctx context.Context) error {
-		err := r.svc.Requeue(ctx, r.id, job, res)
-		if errors.Is(err, ErrJobGone) {
-			r.tl.Printf("job %s is no longer this runner's: %v", job.ID, err)
-			return nil
+// leave delivers the result the CI service has not taken yet (a job to
+// re-queue, or one that ended by itself), then unregisters, retrying both
+// until a quarter of the margin before the deadline, and returns the exit
+// status. The result goes first: unregistering would re-queue a job that
+// has finished. If the CI service cannot be reached until then, both stay
+// in the state file for the next start on this host.
+func (r *runner) leave(nt termsig.Notice, d *deadline) int {
+	until := d.get().Add(-r.cfg.margin / 4)
+	err := retryUntil(until, func(ctx context.Context) error {
+		if p := r.pending; p != nil {
+			dropped, err := r.delivered(r.send(ctx, p))
+			switch {
+			case err != nil:
+				return err
+			case dropped != nil:
+				r.tl.Printf("job %s is no longer this runner's: %v", p.Job.ID, dropped)
+			case p.Requeue:
+				r.tl.Printf("job %s re-queued", p.Job.ID)
+			default:
+				r.tl.Printf("job %s reported: %s", p.Job.ID, p.Result.Status)
+			}
 		}
-		return err
+		return r.svc.Remove(ctx, r.reg)
 	})
 	if err != nil {
-		r.tl.Printf("could not re-queue job %s: %v (unregistering the runner re-queues it too)", job.ID, err)
-		return
-	}
-	r.tl.Printf("job %s re-queued", job.ID)
-}
-
-// deliverPendingBy reports the result the CI service has not taken yet,
-// retrying until by.
-func (r *runner) deliverPendingBy(by time.Time) {
-	p := r.pending
-	err := retryUntil(by, func(ctx context.Context) error {
-		if err := r.svc.Report(ctx, r.id, p.job, p.res); !errors.Is(err, ErrJobGone) {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		r.tl.Printf("could not report job %s: %v", p.job.ID, err)
-	}
-}
-
-// unregister removes the runner's registration, retrying until the
-// deadline, and returns the exit status.
-func (r *runner) unregister(nt termsig.Notice, d *deadline) int {
-	err := retryUntil(d.get(), func(ctx context.Context) error { return r.svc.Remove(ctx, r.id) })
-	if err != nil {
-		r.tl.Printf("could not unregister runner %s before the deadline: %v; exit %d (the next start of a runner named %q removes the stale registration)", r.id, err, exitUnregister, r.cfg.name)
+		r.tl.Printf("could not unregister runner %s before the deadline: %v; exit %d (the next start on this host removes the registration; elsewhere its lease lapses)", r.reg.ID, err, exitUnregister)
 		return exitUnregister
 	}
-	r.tl.Printf("unregistered runner %s, %v before the deadline", r.id, fmtDur(time.Until(d.get())))
+	id := r.reg.ID
+	r.reg = Registration{}
+	r.save()
+	r.tl.Printf("unregistered runner %s, %v before the deadline", id, fmtDur(time.Until(d.get())))
 	r.tl.Printf("summary: %s; notice to unregistered %v; exit %d", nt, fmtDur(r.tl.since()), exitClean)
 	return exitClean
 }
@@ -188,10 +195,7 @@ func (r *runner) unregister(nt termsig.Notice, d *deadline) int {
 func (r *runner) extendTimeout(d *deadline) func() {
 	done := make(chan struct{})
 	ended := make(chan struct{})
-	send := func() {
-		left := max(time.Until(d.get()), 0) + 5*time.Second
-		r.notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", left.Microseconds()))
-	}
+	send := func() { r.notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", extendUsec(time.Until(d.get())))) }
 	go func() {
 		defer close(ended)
 		t := time.NewTicker(5 * time.Second)
@@ -212,27 +216,48 @@ func (r *runner) extendTimeout(d *deadline) func() {
 	}
 }
 
+// extendUsec returns the EXTEND_TIMEOUT_USEC for a drain with left to
+// go: that plus 5 s, saturating instead of overflowing to a negative
+// number when left is huge.
+func extendUsec(left time.Duration) int64 {
+	const slack = 5 * time.Second
+	left = max(left, 0)
+	if left > math.MaxInt64-slack {
+		return int64(math.MaxInt64) / int64(time.Microsecond)
+	}
+	return (left + slack).Microseconds()
+}
+
 // retryUntil calls op until it succeeds or the deadline passes, with
 // backoff, each call bounded so that the last one ends by the deadline. It
-// always makes one attempt, even past the deadline: a deadline is an
-// estimate (the host often outlives a spot notice's time), and one more
-// request costs nothing.
+// always makes one attempt, of at most lastChance, even past the deadline:
+// a deadline is an estimate (the host often outlives a spot notice's
+// time), and one more request costs little.
 func retryUntil(deadline time.Time, op func(context.Context) error) error {
-	const floor = 2 * time.Second // the least time one attempt gets
+	const (
+		perAttempt = 2 * time.Second
+		lastChance = time.Second
+	)
 	wait := 100 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), max(min(time.Until(deadline), floor), floor/2))
-		err := op(ctx)
+	var err error
+	for first := true; ; first = false {
+		timeout := min(time.Until(deadline), perAttempt)
+		if timeout <= 0 {
+			if !first {
+				return fmt.Errorf("deadline passed; last error: %w", err)
+			}
+			timeout = lastChance
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err = op(ctx)
 		cancel()
 		if err == nil {
 			return nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return fmt.Errorf("deadline passed; last error: %w", err)
+		if left := time.Until(deadline); left > 0 {
+			t := time.NewTimer(min(wait, left))
+			<-t.C
+			wait = min(2*wait, time.Second)
 		}
-		t := time.NewTimer(min(wait, left))
-		<-t.C
-		wait = min(2*wait, time.Second)
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,23 +17,28 @@ import (
 // group of its own (see group), so that a signal reaches every process the
 // job started and the whole group dies with the runner.
 type process struct {
-	job   *Job
-	cmd   *exec.Cmd // the job's shell
-	group *group
-	done  chan Result // receives once, when the shell has exited and the rest of the group is killed
+	job    *Job
+	cmd    *exec.Cmd // the job's shell
+	group  *group
+	marker string      // the value of jobMarkEnv in the job's environment
+	done   chan Result // receives once, when the shell has exited and the rest of the job is killed
+	swept  []int       // processes that had left the group, killed by their marker; read after done
 }
 
-// start runs job.Command with sh -c in a new process group. Every process
-// of the job carries the runner's name and pid in its environment, so that
-// the next runner of that name kills what its keeper could not (see
-// killLeftovers).
+// start runs job.Command with sh -c in a new process group, with the
+// environment of jobEnvironment. Every process of the job carries the
+// runner's name and pid in its environment, so that the next runner of
+// that name kills what its keeper could not (see killLeftovers), and a
+// marker of its own, so that when the job ends the runner kills what left
+// its process group (see killMarked).
 //
 // The shell gets no Pdeathsig: that fires when the thread that forked the
 // shell exits, which in Go can happen while the runner lives on, and it
 // reaches the shell only, not what the shell started. The group's keeper
 // kills the whole group, and only when the runner's process ends.
-func start(job *Job, runnerName string) (*process, error) {
-	env := append(os.Environ(), jobEnv+"="+runnerName, jobRunnerEnv+"="+strconv.Itoa(os.Getpid()), "TERMSIG_JOB_ID="+job.ID)
+func start(job *Job, runnerName string, allow []string) (*process, error) {
+	marker := rand.Text()
+	env := jobEnvironment(allow, runnerName, job.ID, marker)
 	g, err := newGroup(env)
 	if err != nil {
 		return nil, err
@@ -49,13 +55,34 @@ func start(job *Job, runnerName string) (*process, error) {
 		g.end()
 		return nil, err
 	}
-	p := &process{job: job, cmd: cmd, group: g, done: make(chan Result, 1)}
+	p := &process{job: job, cmd: cmd, group: g, marker: marker, done: make(chan Result, 1)}
 	go p.wait(out)
 	return p, nil
 }
 
+// jobEnvironment returns the environment of a job's processes: only the
+// runner's variables named in allow (the runner's environment may hold
+// secrets that a job could print), then CI=true, the job's id and the
+// runner's markers.
+func jobEnvironment(allow []string, runnerName, jobID, marker string) []string {
+	var env []string
+	for _, name := range allow {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return append(env,
+		"CI=true",
+		"TERMSIG_JOB_ID="+jobID,
+		jobEnv+"="+runnerName,
+		jobRunnerEnv+"="+strconv.Itoa(os.Getpid()),
+		jobMarkEnv+"="+marker,
+	)
+}
+
 // wait waits for the job's shell to exit, kills what the job left running
-// in its group, and sends how the shell ended on done.
+// in its group and what left the group, and sends how the shell ended on
+// done.
 func (p *process) wait(out *tail) {
 	err := p.cmd.Wait()
 	code := p.cmd.ProcessState.ExitCode() // -1 if killed by a signal
@@ -64,6 +91,7 @@ func (p *process) wait(out *tail) {
 	}
 	res := Result{ExitCode: code, Output: out.String(), Status: p.cmd.ProcessState.String()}
 	p.group.end()
+	p.swept = killMarked(jobMarkEnv + "=" + p.marker)
 	p.done <- res
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,9 +21,13 @@ import (
 // group); this is the backstop for when it could not: the keeper died with
 // the runner (the OOM killer may take both), or a process of the job moved
 // to a process group of its own (setsid, setpgid).
+//
+// jobMarkEnv marks the processes of one run of one job, so that when the
+// job ends the runner kills those that left its process group.
 const (
 	jobEnv       = "TERMSIG_RUNNER_JOB"
 	jobRunnerEnv = "TERMSIG_RUNNER_PID"
+	jobMarkEnv   = "TERMSIG_JOB_MARK"
 )
 
 // killLeftovers kills the process groups of jobs left running by an
@@ -31,18 +36,8 @@ const (
 // killed. The jobs of a runner of the same name that is still alive are
 // left alone. It waits up to two seconds for the killed ones to end.
 func killLeftovers(name string) []int {
-	mark := []byte(jobEnv + "=" + name)
 	groups := map[int]bool{}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, dir := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(dir))
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join(dir, "environ"))
-		if err != nil || !hasEntry(env, mark) || runnerAlive(env) {
-			continue
-		}
+	for _, pid := range marked(jobEnv+"="+name, runnerAlive) {
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 {
 			groups[pgid] = true
 		}
@@ -60,6 +55,48 @@ func killLeftovers(name string) []int {
 		time.Sleep(10 * time.Millisecond) // no way to wait for processes that are not our children
 	}
 	return killed
+}
+
+// killMarked kills every process whose environment has entry, a job's
+// marker: those still in the job's process group are dead already, and
+// this finds those that left it (setsid, setpgid), and what they started.
+// It scans again until it finds none, for at most a second, as one may
+// have forked meanwhile, and returns the pids it killed. A process that
+// clears its environment escapes it; a cgroup per job would not.
+func killMarked(entry string) []int {
+	var killed []int
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		pids := marked(entry, nil)
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil && !slices.Contains(killed, pid) {
+				killed = append(killed, pid)
+			}
+		}
+	}
+	return killed
+}
+
+// marked returns the other processes whose environment has entry, but for
+// those for which skip (if not nil) returns true. A zombie has no
+// environment left, and is not returned.
+func marked(entry string, skip func(env []byte) bool) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(dir, "environ"))
+		if err != nil || !hasEntry(env, []byte(entry)) || skip != nil && skip(env) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 // runnerAlive reports whether the runner that started a job, named in the

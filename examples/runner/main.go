@@ -80,15 +80,17 @@ func parseFlags(args []string) (config, flags, error) {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	cfg := config{resumeID: os.Getenv(runnerIDEnv)}
 	var fl flags
-	var labels string
+	var labels, jobEnv string
 	fs.StringVar(&fl.registry, "registry", "http://127.0.0.1:8321", "base URL of the CI service (the example registry)")
-	fs.StringVar(&cfg.name, "name", host, "runner name; a stale registration of this name is removed at start")
+	fs.StringVar(&cfg.name, "name", host, "runner name (need not be unique: a token identifies the registration)")
+	fs.StringVar(&cfg.statePath, "state", defaultStatePath(), "state `file`: the registration and its token, and a result not delivered yet, for a re-exec and the next start")
+	fs.StringVar(&jobEnv, "job-env", "PATH,HOME,USER,LOGNAME,LANG,LC_ALL,TZ,TMPDIR", "comma-separated names of the runner's environment variables that jobs get (they get no other)")
 	fs.StringVar(&labels, "labels", "linux", "comma-separated runner labels")
 	fs.StringVar(&fl.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
 	fs.DurationVar(&cfg.poll, "poll", 2*time.Second, "how often to ask for a job when idle")
 	fs.DurationVar(&cfg.grace, "grace", 30*time.Second, "longest wait for a job to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&cfg.margin, "margin", 10*time.Second, "time kept before the deadline for re-queueing and unregistering")
-	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 80*time.Second, "deadline of a notice that has none (SIGTERM, SIGINT); keep it below systemd's TimeoutStopSec")
+	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 80*time.Second, "deadline of a notice that has none (SIGTERM, SIGINT), and the furthest deadline taken from a notice; keep it below systemd's TimeoutStopSec")
 	fs.DurationVar(&cfg.registerTimeout, "register-timeout", time.Minute, "give up (exit 1) if registering fails for this long")
 	fs.StringVar(&cfg.onAdvice, "on-advice", "drain", `what rebalance and maintenance notices do: "drain" (stop claiming, finish the job, stay registered) or "ignore"`)
 	fs.DurationVar(&fl.imdsInterval, "imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
@@ -98,6 +100,8 @@ func parseFlags(args []string) (config, flags, error) {
 		return cfg, fl, err
 	}
 	cfg.labels = splitList(labels)
+	cfg.jobEnv = splitList(jobEnv)
+	cfg.service = fl.registry
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "runner:", err)
 		return cfg, fl, err

@@ -4,39 +4,40 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
+	"syscall"
 	"time"
 
 	"github.com/termsig/termsig"
 )
 
-// register removes stale registrations of this runner's name, left by a
-// runner that died without unregistering, and registers. After a re-exec
-// it keeps its registration instead. It retries until -register-timeout;
-// an imminent notice meanwhile ends the runner cleanly, as there is
-// nothing to clean up yet.
-func (r *runner) register() (id string, code int, ok bool) {
+// register makes r.reg a live registration: after a re-exec it resumes the
+// one in the state file; otherwise it settles what an earlier run on this
+// host left there (see settleEarlier) and registers anew. It retries until
+// -register-timeout (exit 1); an imminent notice meanwhile ends the runner
+// cleanly, after removing the registration it holds, if any.
+func (r *runner) register() (code int, ok bool) {
 	give := time.Now().Add(r.cfg.registerTimeout)
 	wait := 100 * time.Millisecond
 	for {
-		id, err := r.tryRegister()
+		err := r.tryRegister()
+		if r.urgent != nil {
+			return r.leaveBeforeRegistering(*r.urgent), false
+		}
 		if err == nil {
-			return id, 0, true
+			return 0, true
 		}
 		r.warn("registering", err)
 		if time.Now().After(give) {
 			r.tl.Printf("could not register within %v: %v; exit %d", r.cfg.registerTimeout, err, exitStartup)
-			return "", exitStartup, false
+			return exitStartup, false
 		}
 		t := time.NewTimer(wait)
 		select {
 		case nt := <-r.notices:
 			t.Stop()
-			if nt.Kind.Imminent() {
-				return "", r.leaveBeforeRegistering(nt), false
-			}
-			r.tl.Printf("notice ignored while registering: %v", nt)
+			r.notice(nt)
 		case <-t.C:
 		}
 		wait = min(2*wait, 2*time.Second)
@@ -44,66 +45,100 @@ func (r *runner) register() (id string, code int, ok bool) {
 }
 
 // tryRegister makes one attempt at what register does.
-func (r *runner) tryRegister() (string, error) {
-	var ids []string
+func (r *runner) tryRegister() error {
+	if r.reg.ID != "" && r.reg.ID == r.cfg.resumeID {
+		err := r.call(func(ctx context.Context) error { return r.svc.Heartbeat(ctx, r.reg) })
+		switch {
+		case err == nil:
+			r.tl.Printf("resumed registration %s after re-exec", r.reg.ID)
+			return nil
+		case !errors.Is(err, ErrNotRegistered):
+			return fmt.Errorf("resuming registration %s: %w", r.reg.ID, err)
+		}
+		r.tl.Printf("registration %s is gone (%v); registering anew", r.reg.ID, err)
+		r.reg, r.pending, r.cfg.resumeID = Registration{}, nil, ""
+		r.save()
+	}
+	if err := r.settleEarlier(); err != nil {
+		return err
+	}
+	var reg Registration
 	err := r.call(func(ctx context.Context) (err error) {
-		ids, err = r.svc.Lookup(ctx, r.cfg.name)
+		reg, err = r.svc.Register(ctx, r.cfg.name, r.cfg.labels)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("looking up %q: %w", r.cfg.name, err)
+		return fmt.Errorf("registering %q: %w", r.cfg.name, err)
 	}
-	keep := r.cfg.resumeID != "" && slices.Contains(ids, r.cfg.resumeID)
-	if err := r.removeStale(ids, keep); err != nil {
-		return "", err
-	}
-	if keep {
-		r.tl.Printf("resumed registration %s after re-exec", r.cfg.resumeID)
-		return r.cfg.resumeID, nil
-	}
-	var id string
-	err = r.call(func(ctx context.Context) (err error) {
-		id, err = r.svc.Register(ctx, r.cfg.name, r.cfg.labels)
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("registering %q: %w", r.cfg.name, err)
-	}
-	r.tl.Printf("registered as %s", id)
-	return id, nil
+	r.reg = reg // registered as a notice came: leaveBeforeRegistering removes it
+	r.save()
+	r.tl.Printf("registered as %s", reg.ID)
+	return nil
 }
 
-// removeStale removes the registrations ids of this runner's name, but for
-// the one being resumed if keep.
-func (r *runner) removeStale(ids []string, keep bool) error {
-	for _, id := range ids {
-		if keep && id == r.cfg.resumeID {
-			continue
-		}
-		if err := r.call(func(ctx context.Context) error { return r.svc.Remove(ctx, id) }); err != nil {
-			return fmt.Errorf("removing stale registration %s: %w", id, err)
-		}
-		r.tl.Printf("removed stale registration %s of %q (left by a runner that did not unregister; its job is re-queued)", id, r.cfg.name)
+// settleEarlier settles what an earlier run on this host left in the state
+// file, a runner that did not unregister (killed, crashed, or the CI
+// service was down while it drained): it delivers the result that runner
+// could not, then removes its registration, which re-queues the job it was
+// running, if any.
+func (r *runner) settleEarlier() error {
+	if r.reg.ID == "" {
+		return nil
 	}
+	if p := r.pending; p != nil {
+		dropped, err := r.deliverOnce()
+		switch {
+		case err != nil:
+			return fmt.Errorf("delivering the result of job %s, left by an earlier run: %w", p.Job.ID, err)
+		case dropped != nil:
+			r.tl.Printf("dropped the result of job %s, left by an earlier run: %v", p.Job.ID, dropped)
+		default:
+			r.tl.Printf("delivered the result of job %s (%s), left by an earlier run", p.Job.ID, p.Result.Status)
+		}
+	}
+	err := r.call(func(ctx context.Context) error { return r.svc.Remove(ctx, r.reg) })
+	if err != nil {
+		return fmt.Errorf("removing stale registration %s: %w", r.reg.ID, err)
+	}
+	r.tl.Printf("removed stale registration %s of %q (left by a runner that did not unregister; its job, if any, is re-queued)", r.reg.ID, r.cfg.name)
+	r.reg = Registration{}
+	r.save()
 	return nil
 }
 
 // leaveBeforeRegistering handles an imminent notice that comes before the
-// runner is registered: there is nothing to clean up, unless this runner
-// was resuming the registration of the image it replaced.
+// runner is registered: there is nothing to clean up, unless the runner
+// holds a registration already (the one it was resuming, one left by an
+// earlier run, or one made as the notice came), which it removes as a
+// drain does, after delivering the result it may hold.
 func (r *runner) leaveBeforeRegistering(nt termsig.Notice) int {
-	r.tl.mark(nt.Observed)
-	r.tl.Printf("notice before registering: %v", nt)
-	if r.cfg.resumeID == "" {
+	if r.reg.ID == "" {
+		r.tl.mark(nt.Observed)
+		r.tl.Printf("notice before registering: %v", nt)
 		r.tl.Printf("nothing to clean up; exit %d", exitClean)
 		return exitClean
 	}
-	deadline := r.deadlineOf(nt)
-	err := retryUntil(deadline, func(ctx context.Context) error { return r.svc.Remove(ctx, r.cfg.resumeID) })
-	if err != nil {
-		r.tl.Printf("could not unregister runner %s before the deadline: %v; exit %d", r.cfg.resumeID, err, exitUnregister)
-		return exitUnregister
+	return r.drain(nt)
+}
+
+// reRegister handles a registration that the CI service no longer knows
+// (its lease lapsed while the runner was cut off, or someone removed it).
+// The CI service has re-queued its job already, so the runner hands the job
+// back: it kills its local run at once, so that it does not run beside the
+// next one, and drops its result. Then it registers again.
+func (r *runner) reRegister() (code int, ok bool) {
+	r.lost = false
+	if p := r.job; p != nil {
+		r.job = nil
+		_ = p.group.signal(syscall.SIGKILL)
+		res := <-p.done
+		r.tl.Printf("job %s stopped (%s): the CI service has re-queued it already", p.job.ID, res.Status)
+		r.logSwept(p)
 	}
-	r.tl.Printf("unregistered runner %s; exit %d", r.cfg.resumeID, exitClean)
-	return exitClean
+	if r.pending != nil {
+		r.tl.Printf("dropping the result of job %s: the CI service has re-queued it already", r.pending.Job.ID)
+	}
+	r.reg, r.pending = Registration{}, nil
+	r.save()
+	return r.register()
 }

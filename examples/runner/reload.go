@@ -12,7 +12,8 @@ import (
 	"github.com/termsig/termsig"
 )
 
-// runnerIDEnv carries the registration across a re-exec on SIGHUP.
+// runnerIDEnv tells the image that a SIGHUP re-executes which registration
+// to resume. Its token is in the state file, not in the environment.
 const runnerIDEnv = "TERMSIG_RUNNER_ID"
 
 // requestReload handles SIGHUP, "finish, then restart": the runner claims
@@ -32,7 +33,8 @@ func (r *runner) requestReload(nt termsig.Notice) {
 func (r *runner) restart() int {
 	exe, err := os.Executable()
 	if err == nil {
-		r.tl.Printf("re-executing %s, keeping registration %s", exe, r.id)
+		r.tl.Printf("re-executing %s, keeping registration %s", exe, r.reg.ID)
+		r.save() // the new image takes the registration's token from the state file
 		r.notify("RELOADING=1")
 		// Until the new image installs its handler, a second SIGHUP must
 		// not kill the runner: an ignored signal stays ignored across
@@ -44,7 +46,7 @@ func (r *runner) restart() int {
 		ossignal.Ignore(syscall.SIGHUP)
 		r.stop()
 		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, runnerIDEnv+"=") })
-		err = syscall.Exec(exe, os.Args, append(env, runnerIDEnv+"="+r.id))
+		err = syscall.Exec(exe, os.Args, append(env, runnerIDEnv+"="+r.reg.ID))
 	}
 	r.tl.Printf("re-exec failed: %v; exit %d so that systemd restarts the runner", err, exitReexec)
 	return exitReexec

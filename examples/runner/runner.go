@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/termsig/termsig"
@@ -15,7 +17,7 @@ import (
 // stopped; every failure is non-zero, so systemd records it and restarts.
 const (
 	exitClean      = 0 // drained, job re-queued, unregistered
-	exitStartup    = 1 // could not register within -register-timeout
+	exitStartup    = 1 // could not register within -register-timeout (at start, or again after losing the registration)
 	exitUsage      = 2 // bad flags
 	exitUnregister = 3 // drained, but could not unregister before the deadline
 	exitReexec     = 4 // SIGHUP: the job finished, but re-executing failed
@@ -27,17 +29,21 @@ type config struct {
 	poll            time.Duration // how often to ask for a job when idle
 	grace           time.Duration // longest wait for a job after SIGTERM
 	margin          time.Duration // kept before the deadline for re-queueing and unregistering
-	stopTimeout     time.Duration // the deadline of a notice that has none
+	stopTimeout     time.Duration // the deadline of a notice that has none, and the furthest one
 	registerTimeout time.Duration
-	onAdvice        string // "drain" or "ignore"
-	resumeID        string // the registration to keep, after a re-exec
+	onAdvice        string   // "drain" or "ignore"
+	resumeID        string   // the registration to keep, after a re-exec
+	service         string   // the CI service's URL, recorded in the state file
+	statePath       string   // the state file; "" for none
+	jobEnv          []string // the runner's environment variables that jobs get
 }
 
 // A runner is one registration with the CI service and the job it runs.
 // Its methods are called from one goroutine: the loop in run. They are
 // spread over files by what they do: registering (register.go), claiming
 // jobs and reporting them (claim.go), draining on an imminent notice
-// (drain.go) and re-executing on SIGHUP (reload.go).
+// (drain.go), re-executing on SIGHUP (reload.go) and keeping what must
+// outlive the process (statefile.go).
 type runner struct {
 	cfg     config
 	svc     CIService
@@ -52,11 +58,13 @@ type runner struct {
 
 	settled bool // no longer waiting for ready (see settle)
 
-	id      string
+	reg     Registration              // "" ID: none; before register returns, an earlier run's
 	job     *process                  // the job running, if any
 	pending *pendingReport            // a result the CI service has not taken yet
 	paused  map[advice]termsig.Notice // advice in force, by (source, event)
 	reload  bool                      // SIGHUP: finish the job, then re-exec
+	lost    bool                      // the CI service no longer knows the registration
+	urgent  *termsig.Notice           // an imminent notice taken while busy: drain at once
 	errs    map[string]string         // the last error of each kind of request, for warn
 }
 
@@ -68,29 +76,28 @@ func (r *runner) run() int {
 	if groups := killLeftovers(r.cfg.name); len(groups) > 0 {
 		r.tl.Printf("killed the processes of jobs left running by an earlier runner named %q (process groups %v)", r.cfg.name, groups)
 	}
-	id, code, ok := r.register()
-	if !ok {
+	r.load()
+	if code, ok := r.register(); !ok {
 		return code
 	}
-	r.id = id
 	r.notify("READY=1")
-	r.tl.Printf("ready: runner %s (%s), asking for a job every %v", r.id, r.cfg.name, r.cfg.poll)
+	r.tl.Printf("ready: runner %s (%s), asking for a job every %v", r.reg.ID, r.cfg.name, r.cfg.poll)
 	return r.loop()
 }
 
 // loop waits for whatever comes first: the sources' first look, a notice,
-// the poll timer, the job's end. It returns the exit status after a drain,
-// or re-executes the runner for a reload.
+// the poll timer, the heartbeat timer, the job's end. It returns the exit
+// status after a drain, or re-executes the runner for a reload.
 func (r *runner) loop() int {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	settle := time.NewTimer(settleFor)
 	defer settle.Stop()
+	beat := time.NewTimer(time.Hour)
+	defer beat.Stop()
 	for {
-		// A reload waits for the job and for its result to be reported:
-		// the new image knows nothing of either.
-		if r.reload && r.idle() {
-			return r.restart()
+		if code, done := r.between(); done {
+			return code
 		}
 		// The poll timer delivers a result the CI service has not taken
 		// yet, and claims a job when mayClaim allows. When it has neither
@@ -109,30 +116,29 @@ func (r *runner) loop() int {
 		if !r.settled {
 			readyC, settleC = r.ready, settle.C
 		}
+		var beatC <-chan time.Time
+		if every := r.beatEvery(); every > 0 {
+			beat.Reset(every)
+			beatC = beat.C
+		}
 		select {
 		case <-readyC:
-			r.settle(true)
 			// What the sources saw in their first look is on C by now:
 			// a host already under notice must not take a job.
-			if nt, ok := r.takeAdvice(); ok {
-				return r.drain(nt)
-			}
+			r.settle(true)
+			r.checkNotices()
 			poll.Reset(0)
 		case <-settleC:
 			r.settle(false)
 			poll.Reset(0)
 		case nt := <-r.notices:
-			if nt.Kind.Imminent() {
-				return r.drain(nt)
-			}
-			r.advise(nt)
+			r.notice(nt)
 			poll.Reset(0)
 		case <-pollC:
-			r.deliverPending()
-			if r.mayClaim() {
-				r.claim()
-			}
+			r.pollOnce()
 			poll.Reset(r.cfg.poll)
+		case <-beatC:
+			r.heartbeat()
 		case res := <-doneC:
 			r.finished(res)
 			poll.Reset(0)
@@ -140,16 +146,77 @@ func (r *runner) loop() int {
 	}
 }
 
-// call runs one request to the CI service with a timeout.
+// between does what comes before each wait: drain after an imminent
+// notice, register again if the registration is gone, re-execute for a
+// reload once idle. It reports whether the runner is done, and its exit
+// status.
+func (r *runner) between() (code int, done bool) {
+	if r.urgent != nil {
+		return r.drain(*r.urgent), true
+	}
+	if r.lost {
+		if code, ok := r.reRegister(); !ok {
+			return code, true
+		}
+	}
+	// A reload waits for the job and for its result to be reported: the
+	// new image knows nothing of either.
+	if r.reload && r.idle() {
+		return r.restart(), true
+	}
+	return 0, false
+}
+
+// beatEvery is how often to send a heartbeat: a third of the lease, so
+// that two lost ones do not cost the registration. Zero: never.
+func (r *runner) beatEvery() time.Duration { return r.reg.Lease / 3 }
+
+// callTimeout bounds one request to the CI service outside a drain.
+const callTimeout = 5 * time.Second
+
+// errLeaving is what call returns for a request that an imminent notice
+// cut short.
+var errLeaving = errors.New("interrupted by an imminent notice")
+
+// call runs one request to the CI service, bounded by callTimeout, and
+// handles the notices that come meanwhile, so that a slow or hung CI
+// service never delays a drain: an imminent notice cancels the request
+// and is kept in r.urgent, for the loop to drain at once. The request's
+// own answer is still returned if it came (a claimed job must be handed
+// back); otherwise the error wraps errLeaving. Once r.urgent is set, call
+// makes no request.
 func (r *runner) call(op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if r.urgent != nil {
+		return errLeaving
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	return op(ctx)
+	done := make(chan error, 1)
+	go func() { done <- op(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case nt := <-r.notices:
+			if r.notice(nt); r.urgent == nil {
+				continue
+			}
+			cancel()
+			if err := <-done; err != nil {
+				return fmt.Errorf("%w (%w)", errLeaving, err)
+			}
+			return nil
+		}
+	}
 }
 
 // warn logs err for what once per change, so that a CI service that is down
-// does not fill the log with one line per poll.
+// does not fill the log with one line per poll. A request cut short by a
+// notice is not worth a line.
 func (r *runner) warn(what string, err error) {
+	if errors.Is(err, errLeaving) {
+		return
+	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()

@@ -5,6 +5,7 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -161,28 +162,37 @@ func (p *proc) signal(sig syscall.Signal) {
 	require.NoError(p.t, p.cmd.Process.Signal(sig))
 }
 
-// env is one test's world: a registry binary, a fake IMDS and a client.
+// adminToken is the registry's admin token in the tests.
+const adminToken = "admin-secret-for-tests"
+
+// env is one test's world: a registry binary, a fake IMDS, a client with
+// the admin token, and the state file of the runners it starts.
 type env struct {
-	t     *testing.T
-	state string
-	reg   *proc
-	url   string
-	c     *registry.Client
-	imds  *imdstest.Server
+	t           *testing.T
+	state       string // the registry's
+	runnerState string
+	reg         *proc
+	regArgs     []string // extra flags of the registry
+	url         string
+	c           *registry.Client
+	imds        *imdstest.Server
 }
 
-func newEnv(t *testing.T) *env {
-	e := &env{t: t, state: filepath.Join(t.TempDir(), "registry.json"), imds: imdstest.NewServer()}
+func newEnv(t *testing.T, regArgs ...string) *env {
+	dir := t.TempDir()
+	e := &env{t: t, state: filepath.Join(dir, "registry.json"), runnerState: filepath.Join(dir, "runner-state.json"), regArgs: regArgs, imds: imdstest.NewServer()}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "admin-token"), []byte(adminToken), 0o600))
 	t.Cleanup(e.imds.Close)
 	e.startRegistry("127.0.0.1:0")
 	return e
 }
 
 func (e *env) startRegistry(listen string) {
-	e.reg = startProc(e.t, registryBin, nil, "-listen", listen, "-state", e.state)
+	args := append([]string{"-listen", listen, "-state", e.state, "-admin-token-file", filepath.Join(filepath.Dir(e.state), "admin-token")}, e.regArgs...)
+	e.reg = startProc(e.t, registryBin, nil, args...)
 	line := e.reg.waitLine(`^registry: listening on `, 1)
 	e.url = strings.TrimPrefix(line, "registry: listening on ")
-	e.c = registry.NewClient(e.url, nil)
+	e.c = registry.NewClient(e.url, nil).WithToken(adminToken)
 }
 
 func (e *env) enqueue(cmd string) registry.Job {
@@ -207,12 +217,20 @@ func (e *env) job(id string) registry.Job {
 // come last and win.
 func (e *env) runner(extraEnv []string, extra ...string) *proc {
 	args := append([]string{
-		"-registry", e.url, "-name", "test-runner", "-sources", "signal,imds",
+		"-registry", e.url, "-name", "test-runner", "-sources", "signal,imds", "-state", e.runnerState,
 		"-poll", "50ms", "-grace", "10s", "-margin", "1s", "-stop-timeout", "5s",
 		"-imds-interval", "50ms", "-imds-advisory-interval", "50ms", "-register-timeout", "5s",
 	}, extra...)
 	env := append([]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + e.imds.URL, "NOTIFY_SOCKET="}, extraEnv...)
 	return startProc(e.t, runnerBin, env, args...)
+}
+
+// writeRunnerState writes the runner's state file as a runner registered
+// as reg would have.
+func (e *env) writeRunnerState(reg registry.Registration) {
+	b, err := json.Marshal(map[string]any{"service": e.url, "id": reg.ID, "token": reg.Token, "lease_ms": reg.LeaseMillis})
+	require.NoError(e.t, err)
+	require.NoError(e.t, os.WriteFile(e.runnerState, b, 0o600))
 }
 
 // stamp returns the T+ seconds of a timeline line.
@@ -423,25 +441,34 @@ func TestRebalanceStopsClaimingAndClearedResumes(t *testing.T) {
 	assert.Equal(t, 0, r.waitExit())
 }
 
-func TestSdNotify(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "notify.sock")
+// notifySocket listens on a unixgram socket for sd_notify messages, and
+// returns its path and a function that returns the next message.
+func notifySocket(t *testing.T) (string, func() string) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	require.NoError(t, err)
-	defer conn.Close()
 	msgs := make(chan string, 64)
 	go func() {
+		defer close(msgs)
 		buf := make([]byte, 4096)
 		for {
 			n, err := conn.Read(buf)
 			if err != nil {
-				close(msgs)
 				return
 			}
-			msgs <- string(buf[:n])
+			select {
+			case msgs <- string(buf[:n]):
+			default: // nobody reads that many
+			}
 		}
 	}()
-	next := func() string {
+	t.Cleanup(func() {
+		conn.Close()
+		for range msgs {
+		}
+	})
+	return sock, func() string {
+		t.Helper()
 		select {
 		case m := <-msgs:
 			return m
@@ -450,7 +477,10 @@ func TestSdNotify(t *testing.T) {
 		}
 		return ""
 	}
+}
 
+func TestSdNotify(t *testing.T) {
+	sock, next := notifySocket(t)
 	e := newEnv(t)
 	r := e.runner([]string{"NOTIFY_SOCKET=" + sock})
 	assert.Equal(t, "READY=1", next())
@@ -458,9 +488,6 @@ func TestSdNotify(t *testing.T) {
 	assert.Equal(t, "STOPPING=1", next())
 	assert.Regexp(t, `^EXTEND_TIMEOUT_USEC=\d+$`, next())
 	assert.Equal(t, 0, r.waitExit())
-	conn.Close()
-	for range msgs {
-	}
 }
 
 func TestDemo(t *testing.T) {
@@ -594,10 +621,12 @@ func TestClaimConflictHandsTheLostJobBack(t *testing.T) {
 	reg, err := e.c.Register(ctx, "test-runner", nil)
 	require.NoError(t, err)
 	e.enqueue("echo lost")
-	lost, err := e.c.Claim(ctx, reg.ID) // the answer the runner never saw
+	lost, err := e.c.WithToken(reg.Token).Claim(ctx, reg.ID) // the answer the runner never saw
 	require.NoError(t, err)
 	require.NotNil(t, lost)
 
+	// The runner resumes the registration, as after a re-exec.
+	e.writeRunnerState(reg)
 	r := e.runner([]string{"TERMSIG_RUNNER_ID=" + reg.ID})
 	r.waitLine(`resumed registration `+reg.ID, 1)
 	r.waitLine(`job j-1 ended: exit status 0; reported`, 1)

@@ -8,55 +8,87 @@
 // change of state to standard error. SIGTERM or SIGINT stops it: it finishes
 // the requests in flight (for up to 5 s) and exits with status 0, so that
 // systemd records a requested stop as clean.
+//
+// Enqueueing jobs and removing other runners take the admin token, read
+// from -admin-token-file (by default the state file's path plus
+// ".admin-token"), which is created with a new random token if it does not
+// exist. The token itself is never printed.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/termsig/termsig/examples/registry"
 )
 
+// options are the command line's settings.
+type options struct {
+	listen, statePath, adminTokenFile string
+	cfg                               registry.Config
+}
+
 func main() {
-	listen := flag.String("listen", "127.0.0.1:8321", "`address` to listen on; port 0 picks a free port")
-	statePath := flag.String("state", "registry.json", "state `file`, created if missing; its directory must exist")
+	var o options
+	flag.StringVar(&o.listen, "listen", "127.0.0.1:8321", "`address` to listen on; port 0 picks a free port")
+	flag.StringVar(&o.statePath, "state", "registry.json", "state `file`, created if missing; its directory must exist")
+	flag.StringVar(&o.adminTokenFile, "admin-token-file", "", "`file` holding the admin token, created with a new random token if missing (default: the state file's path plus \".admin-token\")")
+	flag.DurationVar(&o.cfg.Lease, "lease", registry.DefaultLease, "how long a runner stays registered without a request from it; then it is removed and its job re-queued")
+	flag.IntVar(&o.cfg.MaxJobs, "max-jobs", registry.DefaultMaxJobs, "most jobs held; beyond, the oldest finished job is forgotten, or 429 if none is finished")
+	flag.IntVar(&o.cfg.MaxRunners, "max-runners", registry.DefaultMaxRunners, "most runners registered; beyond, 429")
+	flag.IntVar(&o.cfg.MaxCommand, "max-command", registry.DefaultMaxCommand, "longest command line, in bytes; beyond, 413")
+	flag.IntVar(&o.cfg.MaxOutput, "max-output", registry.DefaultMaxOutput, "longest output sent with a result, in bytes; beyond, 413")
 	flag.Parse()
+	if o.adminTokenFile == "" {
+		o.adminTokenFile = o.statePath + ".admin-token"
+	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(log, *listen, *statePath); err != nil {
+	if err := run(log, o); err != nil {
 		log.Error("registry failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, listen, statePath string) error {
+func run(log *slog.Logger, o options) error {
 	// Before anything that can block, so that a signal during start-up is
 	// not lost to the default action.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	srv, err := registry.NewServer(statePath)
+	token, created, err := adminToken(o.adminTokenFile)
+	if err != nil {
+		return err
+	}
+	o.cfg.AdminToken = token
+	srv, err := registry.NewServer(o.statePath, &o.cfg)
 	if err != nil {
 		return err
 	}
 	srv.Logger = log
+	if created {
+		log.Info("admin token created", "file", o.adminTokenFile)
+	}
 
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
 	// Printed after Listen, so that whoever reads it can connect at once.
 	fmt.Printf("registry: listening on http://%s\n", ln.Addr())
-	log.Info("registry started", "addr", ln.Addr().String(), "state", statePath)
+	log.Info("registry started", "addr", ln.Addr().String(), "state", o.statePath, "admin_token_file", o.adminTokenFile, "lease", o.cfg.Lease)
 
 	hs := &http.Server{Handler: logRequests(log, srv), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
@@ -83,6 +115,31 @@ func run(log *slog.Logger, listen, statePath string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// adminToken reads the admin token from path, or if there is no such file
+// creates it, readable by its owner only, with a new random token.
+func adminToken(path string) (token string, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		token = rand.Text()
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", false, fmt.Errorf("creating the admin token file: %w", err)
+		}
+		_, err = f.WriteString(token + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return token, err == nil, err
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading the admin token file: %w", err)
+	}
+	if token = strings.TrimSpace(string(b)); token == "" {
+		return "", false, fmt.Errorf("the admin token file %s is empty", path)
+	}
+	return token, false, nil
 }
 
 // logRequests logs one line per request, after it is answered.

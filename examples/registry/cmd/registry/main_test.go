@@ -129,18 +129,30 @@ func TestBinary(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "registry.json")
 	args := []string{"-listen", "127.0.0.1:0", "-state", state}
 
-	// First run: some state, then SIGTERM.
+	// First run: some state, then SIGTERM. With no -admin-token-file, the
+	// admin token is created beside the state file, for its owner only.
 	p := start(t, bin, args...)
 	require.True(t, strings.HasPrefix(p.url, "http://127.0.0.1:"), "first line: %q", p.url)
+	tokenFile := state + ".admin-token"
+	fi, err := os.Stat(tokenFile)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	b, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+	adminToken := strings.TrimSpace(string(b))
+	require.NotEmpty(t, adminToken)
 	c := newClient(t, p.url)
+	admin := c.WithToken(adminToken)
 	ctx := t.Context()
+	_, err = c.Enqueue(ctx, "echo nobody")
+	require.ErrorIs(t, err, registry.ErrUnauthorized, "enqueueing takes the admin token")
 	r, err := c.Register(ctx, "ci-1", []string{"linux"})
 	require.NoError(t, err)
 	for _, cmd := range []string{"echo one", "echo two"} {
-		_, err := c.Enqueue(ctx, cmd)
+		_, err := admin.Enqueue(ctx, cmd)
 		require.NoError(t, err)
 	}
-	job, err := c.Claim(ctx, r.ID)
+	job, err := c.WithToken(r.Token).Claim(ctx, r.ID)
 	require.NoError(t, err)
 	require.NotNil(t, job)
 	runners, err := c.Runners(ctx, "")
@@ -154,10 +166,15 @@ func TestBinary(t *testing.T) {
 	assert.Contains(t, logs, "job claimed")
 	assert.Contains(t, logs, "path=/runners/r-1/claim status=200")
 	assert.Contains(t, logs, "shutting down")
+	assert.Contains(t, logs, "admin token created")
+	assert.Contains(t, logs, tokenFile)
+	assert.NotContains(t, logs, adminToken, "tokens are never logged")
+	assert.NotContains(t, logs, r.Token, "tokens are never logged")
 
-	// Second run on the same file: the same state, new ids after the old
-	// ones; then SIGINT.
-	p = start(t, bin, args...)
+	// Second run on the same file: the same state and admin token, new ids
+	// after the old ones, the old runner's token still its own; then
+	// SIGINT.
+	p = start(t, bin, append(args, "-admin-token-file", tokenFile)...)
 	require.True(t, strings.HasPrefix(p.url, "http://127.0.0.1:"), "first line: %q", p.url)
 	c = newClient(t, p.url)
 	runners2, err := c.Runners(ctx, "")
@@ -166,12 +183,12 @@ func TestBinary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runners, runners2)
 	assert.Equal(t, jobs, jobs2)
-	_, err = c.Register(ctx, "ci-1", nil)
-	assert.ErrorIs(t, err, registry.ErrConflict, "still registered")
-	r2, err := c.Register(ctx, "ci-2", nil)
+	_, err = c.WithToken(adminToken).Enqueue(ctx, "echo three")
+	require.NoError(t, err)
+	r2, err := c.Register(ctx, "ci-1", nil)
 	require.NoError(t, err)
 	assert.Equal(t, "r-2", r2.ID)
-	done, err := c.Report(ctx, job.ID, registry.Result{RunnerID: r.ID, State: registry.JobSucceeded})
+	done, err := c.WithToken(r.Token).Report(ctx, job.ID, registry.Result{RunnerID: r.ID, State: registry.JobSucceeded})
 	require.NoError(t, err)
 	assert.Equal(t, registry.JobSucceeded, done.State)
 
