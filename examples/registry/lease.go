@@ -22,18 +22,21 @@ import (
 // lapsed.
 const reasonLapsed = "the runner's lease lapsed while it ran the job"
 
-// renew extends runner id's lease from now. The caller holds s.mu.
-func (s *Server) renew(id string, now time.Time) { s.leases[id] = now.Add(s.cfg.Lease) }
+// renew extends runner id's lease from now. It reads the clock itself:
+// lease ends live in memory only, so they keep the clock's monotonic
+// reading, and a step of the wall clock (NTP, a resumed VM) does not lapse
+// every lease at once. The caller holds s.mu.
+func (s *Server) renew(id string) { s.leases[id] = s.now().Add(s.cfg.Lease) }
 
 // syncLeases gives each runner of the committed state that has no lease a
 // new one, and forgets the leases of runners that are gone. The caller
 // holds s.mu.
-func (s *Server) syncLeases(now time.Time) {
+func (s *Server) syncLeases() {
 	seen := make(map[string]bool, len(s.st.Runners))
 	for _, rn := range s.st.Runners {
 		seen[rn.ID] = true
 		if _, ok := s.leases[rn.ID]; !ok {
-			s.renew(rn.ID, now)
+			s.renew(rn.ID)
 		}
 	}
 	for id := range s.leases {
@@ -53,7 +56,7 @@ func (s *Server) expireLeases() {
 	now := s.now()
 	if silence := now.Sub(s.heard); silence > s.cfg.Lease/2 && len(s.leases) > 0 {
 		for id := range s.leases {
-			s.renew(id, now)
+			s.renew(id)
 		}
 		s.log().Info("no request for a while: every lease starts again", "silence", silence.Round(time.Millisecond), "runners", len(s.leases))
 	}

@@ -3,7 +3,9 @@ package registry_test
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +66,25 @@ func TestConfiguredSizeLimits(t *testing.T) {
 	j, err := f.as(r.ID).Report(t.Context(), "j-1", registry.Result{RunnerID: r.ID, State: registry.JobSucceeded, Output: string(big)})
 	require.NoError(t, err)
 	assert.Len(t, j.Output, registry.OutputLimit)
+}
+
+// A runner's reason goes into the job's History for good: reasons are cut
+// to 1 KiB and a job keeps its last 32 attempts, so the state file stays
+// small whatever runners send.
+func TestReasonsAndHistoryAreBounded(t *testing.T) {
+	f := newFixture(t)
+	f.register(t, "r")
+	f.enqueue(t, "make")
+	reason := strings.Repeat("x", 900<<10)
+	for i := range 40 {
+		require.Equal(t, "j-1", f.claim(t, "r-1").ID, "round %d", i)
+		_, err := f.as("r-1").Report(t.Context(), "j-1", registry.Result{RunnerID: "r-1", State: registry.JobInterrupted, Reason: reason})
+		require.NoError(t, err)
+	}
+	fi, err := os.Stat(f.path)
+	require.NoError(t, err)
+	assert.Less(t, fi.Size(), int64(64<<10), "state file after 40 reports of 900 KB reasons")
+	j := f.job(t, "j-1")
+	assert.Len(t, j.History, 32)
+	assert.LessOrEqual(t, len(j.History[0].Reason), 1<<10+len("…"))
 }

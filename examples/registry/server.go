@@ -65,7 +65,7 @@ func newServer(statePath string, cfg *Config, now func() time.Time) (*Server, er
 		s.adminHash = tokenHash(s.cfg.AdminToken)
 	}
 	s.heard = now()
-	s.syncLeases(s.heard)
+	s.syncLeases()
 	s.routes()
 	return s, nil
 }
@@ -167,7 +167,7 @@ func (s *Server) commit(fn func(st *state, now time.Time) error) error {
 		s.log().Warn("state saved but its directory could not be synced", "file", s.path, "err", warning)
 	}
 	s.st = next
-	s.syncLeases(now)
+	s.syncLeases()
 	return nil
 }
 
@@ -290,7 +290,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.authRunner(st, id, token, false); err != nil {
 			return err
 		}
-		s.renew(id, now)
+		s.renew(id)
 		return errUnchanged
 	})
 	if err != errUnchanged {
@@ -308,7 +308,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		s.renew(id, now)
+		s.renew(id)
 		if rn.JobID != "" {
 			return errorf(http.StatusConflict, "runner %s is already running job %s", id, rn.JobID)
 		}
@@ -431,7 +431,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.authRunner(st, res.RunnerID, token, false); err != nil {
 			return err
 		}
-		s.renew(res.RunnerID, now)
+		s.renew(res.RunnerID)
 		j := st.job(id)
 		switch {
 		case j == nil:
@@ -471,8 +471,20 @@ func (s *Server) checkResult(res *Result) error {
 	if res.State == JobInterrupted && res.Reason == "" {
 		res.Reason = "interrupted by the runner"
 	}
+	// The reason goes into the job's History for good: keep it short.
+	if len(res.Reason) > maxReason {
+		res.Reason = strings.ToValidUTF8(res.Reason[:maxReason], "") + "…"
+	}
 	return nil
 }
+
+// maxReason bounds the reason kept for one attempt, and maxHistory the
+// attempts kept per job (the oldest are forgotten), so that a job's record
+// and the state file stay small whatever runners send.
+const (
+	maxReason  = 1 << 10
+	maxHistory = 32
+)
 
 // endAttempt records the end of j's running attempt, as res tells it, and
 // frees its runner. An interrupted job is queued again.
@@ -486,6 +498,9 @@ func endAttempt(st *state, j *jobRecord, res Result, now time.Time) {
 		Started:  j.AttemptStarted,
 		Ended:    now,
 	})
+	if n := len(j.History); n > maxHistory {
+		j.History = append(j.History[:0:0], j.History[n-maxHistory:]...)
+	}
 	if _, rn := st.runner(j.RunnerID); rn != nil {
 		rn.JobID = ""
 	}

@@ -131,6 +131,7 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 	r.tl.Printf("sent SIGTERM to job %s (process group %d); SIGKILL in %v", p.job.ID, p.group.id(), fmtDur(time.Until(killAt())))
 	kill := time.NewTimer(time.Until(killAt()))
 	defer kill.Stop()
+	defer r.beatWhileDraining()()
 	for {
 		select {
 		case res := <-p.done:
@@ -151,6 +152,38 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 			}
 		}
 	}
+}
+
+// beatWhileDraining keeps the runner's lease alive while its job takes
+// its grace period, which may be longer than the lease: otherwise the
+// registry would re-queue the job, and another runner run it, while this
+// one still does. The heartbeats run in the background, each with a
+// short timeout, so that a hung registry does not hold the drain up. The
+// returned function ends them and waits for the one under way.
+func (r *runner) beatWhileDraining() (stop func()) {
+	every := r.beatEvery()
+	if every <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			bctx, bcancel := context.WithTimeout(ctx, min(every, 2*time.Second))
+			if err := r.svc.Heartbeat(bctx, r.reg); err != nil && ctx.Err() == nil {
+				r.tl.Printf("heartbeat while draining: %v", err)
+			}
+			bcancel()
+		}
+	})
+	return func() { cancel(); wg.Wait() }
 }
 
 // leave delivers the result the CI service has not taken yet (a job to

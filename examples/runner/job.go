@@ -23,6 +23,7 @@ type process struct {
 	marker string      // the value of jobMarkEnv in the job's environment
 	done   chan Result // receives once, when the shell has exited and the rest of the job is killed
 	swept  []int       // processes that had left the group, killed by their marker; read after done
+	dir    string      // the job's working directory, removed when it ends
 }
 
 // start runs job.Command with sh -c in a new process group, with the
@@ -43,8 +44,16 @@ func start(job *Job, runnerName string, allow []string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A directory of the job's own, not the runner's: the runner's state
+	// file (its token) must not be one `cat *.json` away.
+	dir, err := os.MkdirTemp("", "termsig-job-")
+	if err != nil {
+		g.end()
+		return nil, err
+	}
 	cmd := exec.Command("/bin/sh", "-c", job.Command)
 	cmd.Env = env
+	cmd.Dir = dir
 	out := &tail{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.id()}
@@ -53,9 +62,10 @@ func start(job *Job, runnerName string, allow []string) (*process, error) {
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		g.end()
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	p := &process{job: job, cmd: cmd, group: g, marker: marker, done: make(chan Result, 1)}
+	p := &process{job: job, cmd: cmd, group: g, marker: marker, dir: dir, done: make(chan Result, 1)}
 	go p.wait(out)
 	return p, nil
 }
@@ -92,6 +102,7 @@ func (p *process) wait(out *tail) {
 	res := Result{ExitCode: code, Output: out.String(), Status: p.cmd.ProcessState.String()}
 	p.group.end()
 	p.swept = killMarked(jobMarkEnv + "=" + p.marker)
+	os.RemoveAll(p.dir) // its processes are gone: nothing writes there any more
 	p.done <- res
 }
 

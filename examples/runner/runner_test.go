@@ -343,13 +343,15 @@ func TestRegistryUnreachableDuringUnregister(t *testing.T) {
 	e.reg.signal(syscall.SIGKILL)
 	e.reg.waitExit()
 
-	deadline := time.Now().Add(3 * time.Second)
+	// IMDS gives the time to the second; the runner retries until a
+	// quarter of the margin (the tests' 1 s: 250 ms) before it.
+	deadline := time.Now().Add(4 * time.Second).Truncate(time.Second)
 	e.imds.SetInterruption("terminate", deadline)
 	code := r.waitExit()
 	exited := time.Now()
 	assert.Equal(t, 3, code, "failure to unregister is a failure")
 	r.waitLine(`could not unregister runner r-1 before the deadline: .*; exit 3`, 1)
-	assert.WithinDuration(t, deadline, exited, time.Second, "retried until the deadline, and no longer")
+	assert.WithinDuration(t, deadline.Add(-time.Second/4), exited, 500*time.Millisecond, "retried until the deadline minus margin/4, and no longer")
 
 	// The registry comes back: the registration is stale, the job still
 	// marked running. The next runner of that name cleans up.
@@ -763,4 +765,35 @@ func eventually(cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// A result the CI service rejects for good (its output over the
+// service's limit) is sent again without its output, not retried for ever
+// while the runner claims nothing. The runner's token never reaches a
+// job's output.
+func TestRejectedResultIsSentWithoutItsOutput(t *testing.T) {
+	e := newEnv(t, "-max-output", "100")
+	e.enqueue("head -c 3000 /dev/urandom; ls -a; exit 3")
+	e.enqueue("echo second")
+	r := e.runner(nil)
+	r.waitLine(`job j-2 ended: exit status 0; reported`, 1)
+	j := e.job("j-1")
+	assert.Equal(t, registry.JobState("failed"), j.State, "the outcome is kept")
+	assert.Empty(t, j.Output)
+	require.NotEmpty(t, j.History)
+	assert.Contains(t, j.History[len(j.History)-1].Reason, "output dropped")
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
+}
+
+func TestJobsRunInADirectoryOfTheirOwn(t *testing.T) {
+	e := newEnv(t)
+	e.enqueue("pwd; ls -a")
+	r := e.runner(nil)
+	r.waitLine(`job j-1 ended: exit status 0; reported`, 1)
+	out := e.job("j-1").Output
+	assert.Contains(t, out, "termsig-job-")
+	assert.NotContains(t, out, "runner-state", "the runner's state file is not in the job's directory")
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
 }

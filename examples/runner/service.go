@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/termsig/termsig/examples/registry"
@@ -59,6 +61,14 @@ type secret string
 func (secret) String() string   { return "[redacted]" }
 func (secret) GoString() string { return "[redacted]" }
 func (s secret) reveal() string { return string(s) }
+
+// redact returns text with every occurrence of s replaced.
+func (s secret) redact(text string) string {
+	if s == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, string(s), "[runner token]")
+}
 
 // ErrJobGone is what Report and Requeue return when the CI service no
 // longer gives the job to this runner (it was re-queued when the runner's
@@ -175,15 +185,37 @@ func (s registryService) Requeue(ctx context.Context, reg Registration, job *Job
 
 func (s registryService) report(ctx context.Context, reg Registration, job *Job, state registry.JobState, res Result) error {
 	code := res.ExitCode
-	_, err := s.as(reg).Report(ctx, job.ID, registry.Result{
+	out := registry.Result{
 		RunnerID: reg.ID,
 		State:    state,
 		ExitCode: &code,
-		Output:   res.Output,
-		Reason:   res.Reason,
-	})
-	if errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrNotFound) || errors.Is(err, registry.ErrUnauthorized) {
+		// Valid UTF-8, so that JSON does not inflate invalid bytes; and
+		// never the runner's token, whatever the job printed.
+		Output: reg.Token.redact(strings.ToValidUTF8(res.Output, "\uFFFD")),
+		Reason: reg.Token.redact(res.Reason),
+	}
+	_, err := s.as(reg).Report(ctx, job.ID, out)
+	if rejected(err) && out.Output != "" {
+		// The service will never take this result as it is (an output
+		// over its limit): the outcome matters more than the output.
+		out.Output = ""
+		out.Reason = strings.TrimSpace(out.Reason + " (output dropped: " + err.Error() + ")")
+		_, err = s.as(reg).Report(ctx, job.ID, out)
+	}
+	switch {
+	case errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrNotFound) || errors.Is(err, registry.ErrUnauthorized):
 		return fmt.Errorf("job %s: %w (%v)", job.ID, ErrJobGone, err)
+	case rejected(err):
+		// Retrying the same request would be rejected for ever, and a
+		// pending result keeps the runner from claiming.
+		return fmt.Errorf("job %s: the CI service rejects the result: %w (%v)", job.ID, ErrJobGone, err)
 	}
 	return err
+}
+
+// rejected reports whether err is an answer that the same request will
+// always get: 400 Bad Request or 413 Content Too Large.
+func rejected(err error) bool {
+	var ae *registry.APIError
+	return errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge)
 }
