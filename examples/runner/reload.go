@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/termsig/termsig"
 )
@@ -40,14 +41,46 @@ func (r *runner) restart() int {
 		// not kill the runner: an ignored signal stays ignored across
 		// execve, and Go keeps an inherited SIG_IGN for SIGHUP until
 		// signal.Notify asks for it. (SIGTERM cannot be carried over that
-		// way; a SIGTERM in that instant ends the runner, which is what
-		// SIGTERM asks for, and its registration is removed by the next
-		// start.)
+		// way: a SIGTERM after the sources have stopped ends the runner,
+		// which is what SIGTERM asks for, and its registration is removed
+		// by the next start or its lease.)
 		ossignal.Ignore(syscall.SIGHUP)
-		r.stop()
+		if nt, ok := r.stopForExec(); ok {
+			r.tl.Printf("notice while re-executing: %v; draining instead", nt)
+			r.notices = nil // closed: the drain must not read it
+			return r.drain(nt)
+		}
 		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, runnerIDEnv+"=") })
 		err = syscall.Exec(exe, os.Args, append(env, runnerIDEnv+"="+r.reg.ID))
 	}
 	r.tl.Printf("re-exec failed: %v; exit %d so that systemd restarts the runner", err, exitReexec)
 	return exitReexec
+}
+
+// stopForExec stops the sources and returns an imminent notice that came
+// before they stopped (a SIGTERM right after the SIGHUP), which must not
+// be lost in the exec. A signal the signal source had taken but not yet
+// handed over when it stopped is caught by a channel of the runner's own,
+// registered before the stop and removed after it; from then on a SIGTERM
+// ends the runner by its default action.
+func (r *runner) stopForExec() (termsig.Notice, bool) {
+	guard := make(chan os.Signal, 4)
+	ossignal.Notify(guard, syscall.SIGTERM, syscall.SIGINT)
+	r.stop()
+	ossignal.Stop(guard)        // no more deliveries to guard after this
+	for nt := range r.notices { // closed by stop: this ends
+		if nt.Kind.Imminent() {
+			return nt, true
+		}
+	}
+	select {
+	case sig := <-guard:
+		kind, name := termsig.Terminate, termsig.SignalName(sig)
+		if sig == syscall.SIGINT {
+			kind = termsig.Interrupt
+		}
+		return termsig.Notice{Source: "signal", Kind: kind, Event: name, Reason: name, Signal: sig, Observed: time.Now()}, true
+	default:
+		return termsig.Notice{}, false
+	}
 }

@@ -95,6 +95,7 @@ func (r *runner) loop() int {
 	defer settle.Stop()
 	beat := time.NewTimer(time.Hour)
 	defer beat.Stop()
+	lastBeat := time.Now()
 	for {
 		if code, done := r.between(); done {
 			return code
@@ -116,9 +117,11 @@ func (r *runner) loop() int {
 		if !r.settled {
 			readyC, settleC = r.ready, settle.C
 		}
+		// Counted from the last heartbeat, not from this pass: a stream
+		// of notices must not put the heartbeat off for ever.
 		var beatC <-chan time.Time
 		if every := r.beatEvery(); every > 0 {
-			beat.Reset(every)
+			beat.Reset(time.Until(lastBeat.Add(every)))
 			beatC = beat.C
 		}
 		select {
@@ -138,6 +141,7 @@ func (r *runner) loop() int {
 			r.pollOnce()
 			poll.Reset(r.cfg.poll)
 		case <-beatC:
+			lastBeat = time.Now()
 			r.heartbeat()
 		case res := <-doneC:
 			r.finished(res)

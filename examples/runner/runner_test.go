@@ -797,3 +797,18 @@ func TestJobsRunInADirectoryOfTheirOwn(t *testing.T) {
 	r.signal(syscall.SIGTERM)
 	assert.Equal(t, 0, r.waitExit())
 }
+
+// A SIGTERM right after a SIGHUP, while the runner re-executes, is not
+// lost in the exec: the runner drains, or dies of it, but does not go on
+// (found by the chaos harness: 4 runners in 30 went on).
+func TestSIGTERMDuringReExecIsNotLost(t *testing.T) {
+	for i := range 10 {
+		e := newEnv(t)
+		r := e.runner(nil)
+		r.waitLine(`^\[ *[0-9.]+s\] ready: `, 1)
+		r.signal(syscall.SIGHUP)
+		r.signal(syscall.SIGTERM)
+		code := r.waitExit()
+		assert.Contains(t, []int{0, -1}, code, "trial %d: drained (0) or died of SIGTERM (-1)", i)
+	}
+}
