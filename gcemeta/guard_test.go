@@ -1,10 +1,7 @@
 package gcemeta_test
 
 import (
-	"context"
-	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,6 +17,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/internal/httpguard/guardtest"
 )
 
 // A redirect is refused, never followed, whoever made the HTTP client: the
@@ -155,7 +153,7 @@ func TestLongAnswersAreCutOff(t *testing.T) {
 func TestStopEndsDNSLookups(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	promptly(t, func(t *testing.T) time.Duration {
-		dial, queried := silentDNS(t)
+		dial, queried := guardtest.SilentDNS(t, wait)
 		cfg := gcemeta.WithDNSDial(gcemeta.Config{Host: "metadata.termsig.test", Logger: slog.New(slog.DiscardHandler)}, dial)
 		n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(gcemeta.New(cfg))
 		defer n.Stop()
@@ -164,26 +162,4 @@ func TestStopEndsDNSLookups(t *testing.T) {
 		n.Stop()
 		return time.Since(start)
 	})
-}
-
-// silentDNS returns a dial to a DNS server on loopback that never answers,
-// for Go's resolver, and a function that waits until it has had a query.
-func silentDNS(t *testing.T) (dial func(ctx context.Context, network, address string) (net.Conn, error), queried func()) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
-	dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		if network != "udp" {
-			return nil, errors.New("silentDNS: " + network + " not served")
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", pc.LocalAddr().String())
-	}
-	queried = func() {
-		t.Helper()
-		require.NoError(t, pc.SetReadDeadline(time.Now().Add(wait)))
-		_, _, err := pc.ReadFrom(make([]byte, 512))
-		require.NoError(t, err, "no DNS query")
-	}
-	return dial, queried
 }
