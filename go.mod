@@ -16,6 +16,7 @@ require (
 )
 
 require (
+	github.com/godbus/dbus/v5 v5.2.4 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -619,3 +619,33 @@ func (r *run) finish(ctx context.Context, err error) {
 		r.n.log.Info("termsig: no platform source applies on this host; only signals are watched")
 	}
 }
+
+// Release tells the source of nt that the consumer has finished cleaning up
+// after it, so that whatever the source holds for it is let go at once (see
+// [Releaser]): logind's delay lock, so that the shutdown proceeds now rather
+// than when the lock's time is up. Call it when the work is handed back,
+// just before exiting; an exit or [Notifier.Stop] releases too.
+//
+// For a notice whose source holds nothing (signals, metadata services) it
+// does nothing and returns nil, so a program may call it for every
+// notice it drained for. A notice whose Source names no source of n gives
+// an error wrapping [ErrUnknownSource]. Release may be called after Stop.
+func (n *Notifier) Release(ctx context.Context, nt Notice) error {
+	var errs []error
+	found := false
+	for _, r := range n.runs {
+		if r.name != nt.Source {
+			continue
+		}
+		found = true
+		if rel, ok := r.src.(Releaser); ok {
+			if err := rel.Release(ctx, nt); err != nil {
+				errs = append(errs, fmt.Errorf("termsig: release %s: %w", r.name, err))
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %q", ErrUnknownSource, nt.Source)
+	}
+	return errors.Join(errs...)
+}

@@ -118,3 +118,25 @@ func Ready(ctx context.Context) {
 }
 
 type runKey struct{}
+
+// A Releaser is a [Source] that holds something for the consumer while it
+// cleans up after a notice: logind's delay lock keeps the host from shutting
+// down until it is released or its time is up. Release tells the source
+// that the consumer is done with n (its work is handed back, it has
+// unregistered), so that the platform need not wait any longer.
+//
+// Release of a notice whose event is over (cancelled, already released, or
+// from before the source reconnected) does nothing and returns nil; it
+// never releases what is held for a later event. It is safe for concurrent
+// use, also with Watch, and after Watch has returned (which releases
+// everything the source held).
+//
+// Use it through [Notifier.Release], which finds the notice's source.
+type Releaser interface {
+	Source
+	Release(ctx context.Context, n Notice) error
+}
+
+// ErrUnknownSource is returned by [Notifier.Release] for a notice whose
+// Source names no source of that Notifier.
+var ErrUnknownSource = errors.New("termsig: no such source")

@@ -31,7 +31,8 @@ import (
 //
 // A Fake is a [termsig.ReadyReporter] whose first look is not local: it
 // calls termsig.Ready as soon as Watch starts, unless [Fake.HoldReady]
-// was called.
+// was called. It is a [termsig.Releaser] that records what it is given:
+// [Fake.Released] shows whether the code under test released its notice.
 type Fake struct {
 	name    string
 	wake    chan struct{} // capacity 1: "the queue or the end changed"
@@ -44,6 +45,8 @@ type Fake struct {
 	end    *op // what Watch does once the queue is empty: return or panic
 	hold   bool
 	active bool // a Watch is running
+
+	released []termsig.Notice
 }
 
 // op is one thing for Watch to do, in order.
@@ -239,3 +242,18 @@ func (f *Fake) done() {
 }
 
 var _ termsig.ReadyReporter = (*Fake)(nil)
+
+// Release records n and returns nil; see [termsig.Releaser].
+func (f *Fake) Release(_ context.Context, n termsig.Notice) error {
+	f.mu.Lock()
+	f.released = append(f.released, n)
+	f.mu.Unlock()
+	return nil
+}
+
+// Released returns the notices given to Release so far, in order.
+func (f *Fake) Released() []termsig.Notice {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]termsig.Notice(nil), f.released...)
+}
