@@ -1,0 +1,158 @@
+package logind
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/termsig/termsig"
+)
+
+// DefaultAddress is the system bus's address when neither Config.Address
+// nor DBUS_SYSTEM_BUS_ADDRESS says otherwise (the D-Bus specification's
+// default).
+const DefaultAddress = "unix:path=/var/run/dbus/system_bus_socket"
+
+// DefaultCallTimeout bounds connecting to the bus and each call on it when
+// Config.CallTimeout is not set.
+const DefaultCallTimeout = 5 * time.Second
+
+// DefaultInhibitDelay is logind's default InhibitDelayMaxSec, used for the
+// Deadline when the property cannot be read.
+const DefaultInhibitDelay = 5 * time.Second
+
+// The defaults of the Config fields that only tests set (export_test.go).
+const (
+	defaultBackoff    = 100 * time.Millisecond
+	defaultMaxBackoff = 10 * time.Second
+)
+
+// Config configures a [Source]. The zero Config is ready to use.
+type Config struct {
+	// Address is the D-Bus address of the system bus, such as
+	// "unix:path=/run/dbus/system_bus_socket". Empty means the
+	// environment variable DBUS_SYSTEM_BUS_ADDRESS, and without it
+	// DefaultAddress. A program in a container that sees the host's bus
+	// socket under another path sets it.
+	Address string
+
+	// Who and Why describe the delay lock to the operator (systemd-inhibit
+	// --list). Empty Who means the program's name; empty Why means
+	// "handing back work before shutdown".
+	Who, Why string
+
+	// CallTimeout bounds connecting to the bus and each call on it. Values
+	// below 1 mean DefaultCallTimeout (5 s).
+	CallTimeout time.Duration
+
+	// Logger receives a warning when a process other than logind sends
+	// this program shutdown signals (they are ignored), and one line when
+	// logind refuses the delay lock. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// backoff and maxBackoff bound the wait before reconnecting after
+	// the bus went away (export_test.go sets them).
+	backoff, maxBackoff time.Duration
+}
+
+// withDefaults returns c with every unset field at its default.
+func (c Config) withDefaults() Config {
+	if c.Address == "" {
+		c.Address = os.Getenv("DBUS_SYSTEM_BUS_ADDRESS")
+	}
+	if c.Address == "" {
+		c.Address = DefaultAddress
+	}
+	if c.Who == "" {
+		c.Who = filepath.Base(os.Args[0])
+	}
+	if c.Why == "" {
+		c.Why = "handing back work before shutdown"
+	}
+	if c.CallTimeout < 1 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.backoff <= 0 {
+		c.backoff = defaultBackoff
+	}
+	if c.maxBackoff <= 0 {
+		c.maxBackoff = defaultMaxBackoff
+	}
+	return c
+}
+
+// check reports a Config that cannot work: an address that is not a D-Bus
+// address. c has its defaults.
+func (c Config) check() error {
+	if _, err := socketPaths(c.Address); err != nil {
+		return fmt.Errorf("logind: Config.Address: %w", err)
+	}
+	return nil
+}
+
+// socketPaths returns the paths of the unix:path= entries of a D-Bus
+// address list ("unix:path=/a;tcp:host=h,port=1"), and whether every entry
+// is one (nil if another transport is listed too, which cannot be checked
+// without connecting). It is an error if an entry is not "transport:k=v,…".
+func socketPaths(address string) (paths []string, err error) {
+	all := true
+	for entry := range strings.SplitSeq(address, ";") {
+		if entry == "" {
+			continue
+		}
+		transport, kvs, ok := strings.Cut(entry, ":")
+		if !ok || transport == "" {
+			return nil, fmt.Errorf("%q is not a D-Bus address (transport:key=value,...)", address)
+		}
+		path := ""
+		for kv := range strings.SplitSeq(kvs, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("%q is not a D-Bus address: %q is not key=value", address, kv)
+			}
+			if k == "path" {
+				if path, err = url.PathUnescape(v); err != nil {
+					return nil, fmt.Errorf("%q is not a D-Bus address: %w", address, err)
+				}
+			}
+		}
+		if transport == "unix" && path != "" {
+			paths = append(paths, path)
+		} else {
+			all = false
+		}
+	}
+	if len(paths) == 0 && all {
+		return nil, fmt.Errorf("%q names no bus", address)
+	}
+	if !all {
+		return nil, nil
+	}
+	return paths, nil
+}
+
+// present returns nil if the bus may be there: one of its sockets exists,
+// or its address has a transport that only connecting can check. c has
+// its defaults and passed check.
+func (c Config) present() error {
+	paths, _ := socketPaths(c.Address)
+	if paths == nil {
+		return nil
+	}
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("logind: no system bus (no socket at %s): %w", strings.Join(paths, ", "), termsig.ErrUnavailable)
+}
+
+var errNotLinux = errors.New("logind: systemd-logind runs on Linux only")

@@ -1,0 +1,371 @@
+// Package logindtest runs what the logind source talks to, for real, in a
+// test: a private dbus-daemon ([Bus]) and a fake systemd-logind on it
+// ([Logind]) that hands out delay locks as file descriptors, announces
+// shutdowns with the signals the real one sends, and shows which locks
+// are held and when each was released.
+//
+//	bus, err := logindtest.StartBus()
+//	...
+//	defer bus.Close()
+//	fake, err := logindtest.New(bus.Address(), logindtest.Config{})
+//	...
+//	defer fake.Close()
+//	src := logind.New(logind.Config{Address: bus.Address()})
+//	// after the source is ready, fake.Held() has its delay lock
+//	fake.PrepareForShutdown("poweroff")
+package logindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/prop"
+)
+
+// The names logind is reached by.
+const (
+	BusName   = "org.freedesktop.login1"
+	Path      = dbus.ObjectPath("/org/freedesktop/login1")
+	Interface = "org.freedesktop.login1.Manager"
+)
+
+// ErrOperationInProgress is the D-Bus error name with which logind
+// refuses a delay lock for a shutdown that has already begun.
+const ErrOperationInProgress = "org.freedesktop.login1.OperationInProgress"
+
+// DefaultInhibitDelayMax is logind's default InhibitDelayMaxSec.
+const DefaultInhibitDelayMax = 5 * time.Second
+
+// Config configures a fake [Logind]. The zero Config behaves as a current
+// systemd-logind with the default settings.
+type Config struct {
+	// InhibitDelayMax is the InhibitDelayMaxUSec property; 0 means
+	// DefaultInhibitDelayMax.
+	InhibitDelayMax time.Duration
+
+	// NoMetadata makes it behave as a logind older than systemd 255: it
+	// sends only PrepareForShutdown, without PrepareForShutdownWithMetadata.
+	NoMetadata bool
+
+	// RefuseLocks, if set, is the D-Bus error name with which Inhibit
+	// refuses every lock, such as "org.freedesktop.DBus.Error.AccessDenied"
+	// (polkit said no).
+	RefuseLocks string
+
+	// HoldInhibit, if not nil, makes Inhibit wait until it is closed
+	// before it answers: a logind that hangs.
+	HoldInhibit <-chan struct{}
+}
+
+// An Inhibitor is one lock handed out by the fake.
+type Inhibitor struct {
+	What, Who, Why, Mode string
+	Sender               string    // unique bus name of the caller
+	Taken                time.Time // when it was handed out
+	// Released is when the fake read EOF from the lock: every copy of the
+	// descriptor it handed out is closed. Zero while it is held.
+	Released time.Time
+}
+
+// A Logind is a fake org.freedesktop.login1 on a bus: its Manager object
+// has the Inhibit method and the InhibitDelayMaxUSec and
+// PreparingForShutdown properties, and it emits PrepareForShutdown (and
+// PrepareForShutdownWithMetadata) when told to. Its methods are safe for
+// concurrent use.
+type Logind struct {
+	conn  *dbus.Conn
+	props *prop.Properties
+	cfg   Config
+
+	// noReply remembers the calls to Inhibit whose caller wants no reply;
+	// see intercept.
+	noReply sync.Map // callKey → struct{}
+
+	mu       sync.Mutex
+	locks    []*Inhibitor
+	shutting bool          // a shutdown is announced and not cancelled
+	changed  chan struct{} // closed and replaced whenever locks change
+	pipes    []*os.File    // read ends of the locks still held
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+type callKey struct {
+	sender string
+	serial uint32
+}
+
+// New connects to the bus at address, takes the name org.freedesktop.login1
+// and serves the Manager object. Close it when done.
+func New(address string, c Config) (*Logind, error) {
+	if c.InhibitDelayMax <= 0 {
+		c.InhibitDelayMax = DefaultInhibitDelayMax
+	}
+	l := &Logind{cfg: c, changed: make(chan struct{})}
+	conn, err := dbus.Connect(address, dbus.WithIncomingInterceptor(l.intercept))
+	if err != nil {
+		return nil, fmt.Errorf("logindtest: connect: %w", err)
+	}
+	l.conn = conn
+	if err := l.serve(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Logind) serve() error {
+	if err := l.conn.Export(manager{l}, Path, Interface); err != nil {
+		return err
+	}
+	props, err := prop.Export(l.conn, Path, prop.Map{Interface: {
+		"InhibitDelayMaxUSec":  {Value: uint64(l.cfg.InhibitDelayMax / time.Microsecond), Emit: prop.EmitFalse},
+		"PreparingForShutdown": {Value: false, Emit: prop.EmitFalse},
+	}})
+	if err != nil {
+		return err
+	}
+	l.props = props
+	reply, err := l.conn.RequestName(BusName, dbus.NameFlagDoNotQueue)
+	if err != nil {
+		return fmt.Errorf("logindtest: request name: %w", err)
+	}
+	if reply != dbus.RequestNameReplyPrimaryOwner {
+		return fmt.Errorf("logindtest: %s is taken on this bus", BusName)
+	}
+	return nil
+}
+
+// Conn returns the fake's connection to the bus, for a test that sends
+// what logind would not (malformed signals) from logind's own name.
+func (l *Logind) Conn() *dbus.Conn { return l.conn }
+
+// UniqueName returns the fake's unique name on the bus, the sender of its
+// signals.
+func (l *Logind) UniqueName() string { return l.conn.Names()[0] }
+
+// intercept runs on godbus's reader before a call is dispatched. Inhibit
+// replies with a file descriptor that the fake must close once the reply
+// is written, and godbus writes an exported method's reply only after the
+// method has returned: so Inhibit is marked as wanting no reply, which
+// godbus then does not send, and the method writes the reply itself (see
+// manager.Inhibit). Whether the caller wanted one is remembered.
+func (l *Logind) intercept(msg *dbus.Message) {
+	if msg.Type != dbus.TypeMethodCall {
+		return
+	}
+	iface, _ := msg.Headers[dbus.FieldInterface].Value().(string)
+	member, _ := msg.Headers[dbus.FieldMember].Value().(string)
+	if iface != Interface || member != "Inhibit" {
+		return
+	}
+	if msg.Flags&dbus.FlagNoReplyExpected != 0 {
+		sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+		l.noReply.Store(callKey{sender, msg.Serial()}, struct{}{})
+	}
+	msg.Flags |= dbus.FlagNoReplyExpected
+}
+
+// manager is the exported Manager object.
+type manager struct{ l *Logind }
+
+// Inhibit hands out a lock: the write end of a pipe whose read end the
+// fake keeps; EOF on it means every copy was closed.
+func (m manager) Inhibit(msg dbus.Message, what, who, why, mode string) (dbus.UnixFD, *dbus.Error) {
+	l := m.l
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	_, noReply := l.noReply.LoadAndDelete(callKey{sender, msg.Serial()})
+	if l.cfg.HoldInhibit != nil {
+		<-l.cfg.HoldInhibit
+	}
+	if l.cfg.RefuseLocks != "" {
+		return 0, dbus.NewError(l.cfg.RefuseLocks, []any{"refused by the test"})
+	}
+	if err := l.check(what, mode); err != nil {
+		return 0, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, dbus.MakeFailedError(err)
+	}
+	defer w.Close() // the caller has its own copy once the reply is sent
+	inh := &Inhibitor{What: what, Who: who, Why: why, Mode: mode, Sender: sender, Taken: time.Now()}
+	if !noReply {
+		reply := &dbus.Message{
+			Type: dbus.TypeMethodReply,
+			Headers: map[dbus.HeaderField]dbus.Variant{
+				dbus.FieldDestination: dbus.MakeVariant(sender),
+				dbus.FieldReplySerial: dbus.MakeVariant(msg.Serial()),
+				dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(dbus.UnixFD(0))),
+			},
+			Body: []any{dbus.UnixFD(w.Fd())},
+		}
+		// Send writes a reply before it returns.
+		if call := l.conn.Send(reply, nil); call.Err != nil {
+			r.Close()
+			return 0, nil
+		}
+	}
+	if !l.hold(inh, r) {
+		r.Close()
+	}
+	return 0, nil // not sent: the reply went above
+}
+
+// check refuses what logind refuses.
+func (l *Logind) check(what, mode string) *dbus.Error {
+	switch mode {
+	case "block", "delay", "block-weak":
+	default:
+		return dbus.NewError("org.freedesktop.DBus.Error.InvalidArgs", []any{"Invalid mode specification " + mode})
+	}
+	whats := strings.Split(what, ":")
+	for _, w := range whats {
+		switch w {
+		case "shutdown", "sleep", "idle", "handle-power-key", "handle-suspend-key",
+			"handle-hibernate-key", "handle-lid-switch", "handle-reboot-key":
+		default:
+			return dbus.NewError("org.freedesktop.DBus.Error.InvalidArgs", []any{"Invalid what specification " + what})
+		}
+	}
+	if mode == "delay" && slices.ContainsFunc(whats, func(w string) bool { return w != "shutdown" && w != "sleep" }) {
+		return dbus.NewError("org.freedesktop.DBus.Error.InvalidArgs", []any{"Delay inhibitors only supported for shutdown and sleep"})
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shutting && mode == "delay" && slices.Contains(whats, "shutdown") {
+		return dbus.NewError(ErrOperationInProgress, []any{"The operation inhibition has been requested for is already running"})
+	}
+	return nil
+}
+
+// hold records inh and watches r for EOF. It returns false if the fake
+// is closed.
+func (l *Logind) hold(inh *Inhibitor, r *os.File) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.locks = append(l.locks, inh)
+	l.pipes = append(l.pipes, r)
+	l.changedLocked()
+	l.wg.Add(1)
+	go l.watch(inh, r)
+	return true
+}
+
+// watch waits until every copy of the lock is closed, or the fake is.
+func (l *Logind) watch(inh *Inhibitor, r *os.File) {
+	defer l.wg.Done()
+	var buf [64]byte
+	var err error
+	for err == nil {
+		_, err = r.Read(buf[:])
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(err, os.ErrClosed) {
+		return // the fake is closing
+	}
+	inh.Released = time.Now()
+	l.pipes = slices.DeleteFunc(l.pipes, func(f *os.File) bool { return f == r })
+	r.Close()
+	l.changedLocked()
+}
+
+func (l *Logind) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Inhibitors returns every lock handed out so far, held or released, in
+// the order they were taken.
+func (l *Logind) Inhibitors() []Inhibitor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Inhibitor, len(l.locks))
+	for i, inh := range l.locks {
+		out[i] = *inh
+	}
+	return out
+}
+
+// Held returns the locks still held.
+func (l *Logind) Held() []Inhibitor {
+	return slices.DeleteFunc(l.Inhibitors(), func(i Inhibitor) bool { return !i.Released.IsZero() })
+}
+
+// Wait waits until cond, called with Inhibitors whenever they change,
+// returns true, or ctx is done.
+func (l *Logind) Wait(ctx context.Context, cond func([]Inhibitor) bool) error {
+	for {
+		l.mu.Lock()
+		changed := l.changed
+		l.mu.Unlock()
+		if cond(l.Inhibitors()) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("logindtest: waiting for inhibitors (now %d, %d held): %w", len(l.Inhibitors()), len(l.Held()), ctx.Err())
+		}
+	}
+}
+
+// PrepareForShutdown announces a shutdown of the given type ("poweroff",
+// "reboot", "halt", "kexec", "soft-reboot") as logind does: it sets
+// PreparingForShutdown, refuses new delay locks for shutdown from now on,
+// and emits PrepareForShutdownWithMetadata(true, {"type": typ}) (unless
+// Config.NoMetadata) and then PrepareForShutdown(true).
+func (l *Logind) PrepareForShutdown(typ string) error {
+	l.mu.Lock()
+	l.shutting = true
+	l.mu.Unlock()
+	l.props.SetMust(Interface, "PreparingForShutdown", true)
+	return l.emit(true, typ)
+}
+
+// CancelShutdown announces that the shutdown was cancelled: it clears
+// PreparingForShutdown, accepts delay locks again, and emits the signals
+// with false.
+func (l *Logind) CancelShutdown(typ string) error {
+	l.mu.Lock()
+	l.shutting = false
+	l.mu.Unlock()
+	l.props.SetMust(Interface, "PreparingForShutdown", false)
+	return l.emit(false, typ)
+}
+
+func (l *Logind) emit(active bool, typ string) error {
+	if !l.cfg.NoMetadata {
+		md := map[string]dbus.Variant{"type": dbus.MakeVariant(typ)}
+		if err := l.conn.Emit(Path, Interface+".PrepareForShutdownWithMetadata", active, md); err != nil {
+			return err
+		}
+	}
+	return l.conn.Emit(Path, Interface+".PrepareForShutdown", active)
+}
+
+// Close leaves the bus and stops watching the locks: those still held
+// are dropped as logind drops them when it exits.
+func (l *Logind) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	for _, r := range l.pipes {
+		r.Close()
+	}
+	l.pipes = nil
+	l.mu.Unlock()
+	err := l.conn.Close()
+	l.wg.Wait()
+	return err
+}
