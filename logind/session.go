@@ -37,8 +37,8 @@ type watcher struct {
 	// Of the current session:
 	conn    *dbus.Conn
 	filter  *filter
-	delay   time.Duration   // InhibitDelayMaxUSec; -1: no bound
-	lockErr error           // why the delay lock could not be taken; nil: held
+	delay   time.Duration    // InhibitDelayMaxUSec; -1: no bound
+	lockErr error            // why the delay lock could not be taken; nil: held
 	pending []termsig.Notice // to send, in order
 	warned  bool             // a forged signal was logged
 }
