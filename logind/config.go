@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 
 	"github.com/termsig/termsig"
 )
@@ -16,7 +17,9 @@ import (
 // DefaultAddress is the system bus's address when neither Config.Address
 // nor DBUS_SYSTEM_BUS_ADDRESS says otherwise (the D-Bus specification's
 // default).
-const DefaultAddress = "unix:path=/var/run/dbus/system_bus_socket"
+const DefaultAddress = "unix:path=" + defaultSocket
+
+const defaultSocket = "/var/run/dbus/system_bus_socket"
 
 // DefaultCallTimeout bounds connecting to the bus and each call on it when
 // Config.CallTimeout is not set.
@@ -40,6 +43,13 @@ type Config struct {
 	// DefaultAddress. A program in a container that sees the host's bus
 	// socket under another path sets it.
 	Address string
+
+	// Root is where the default socket is looked for when neither Address
+	// nor DBUS_SYSTEM_BUS_ADDRESS is set: the socket of DefaultAddress
+	// below Root. Empty means "/". A program in a container that sees the
+	// host's root filesystem under another directory, such as /host, sets
+	// it.
+	Root string
 
 	// Who and Why describe the delay lock to the operator (systemd-inhibit
 	// --list). Empty Who means the program's name; empty Why means
@@ -67,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Address == "" {
 		c.Address = DefaultAddress
+		if c.Root != "" && c.Root != "/" {
+			c.Address = "unix:path=" + dbus.EscapeBusAddressValue(filepath.Join(c.Root, defaultSocket))
+		}
 	}
 	if c.Who == "" {
 		c.Who = filepath.Base(os.Args[0])
@@ -119,7 +132,7 @@ func socketPaths(address string) (paths []string, err error) {
 				return nil, fmt.Errorf("%q is not a D-Bus address: %q is not key=value", address, kv)
 			}
 			if k == "path" {
-				if path, err = url.PathUnescape(v); err != nil {
+				if path, err = dbus.UnescapeBusAddressValue(v); err != nil {
 					return nil, fmt.Errorf("%q is not a D-Bus address: %w", address, err)
 				}
 			}

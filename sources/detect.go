@@ -12,6 +12,7 @@ import (
 	"github.com/termsig/termsig/acpi"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/signal"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	// ACPI configures the acpi source, if it applies.
 	ACPI acpi.Config
 
+	// Logind configures the logind source, if it applies.
+	Logind logind.Config
+
 	// Root is where the host's files are read from (DMI under
 	// sys/class/dmi/id); empty means "/", this machine, which on Windows
 	// means its registry instead. It is handed to the sources whose own
@@ -52,7 +56,12 @@ type Config struct {
 //   - gcemeta: on GCE, or when GCE_METADATA_HOST or GCE.Host is set;
 //   - acpi: on Linux only, when a power-button transport is available: the
 //     kernel's acpi_event netlink family, acpid's socket, or an input
-//     device with KEY_POWER.
+//     device with KEY_POWER;
+//   - logind: on Linux only, when the system bus's socket exists (the
+//     address in Logind.Address or DBUS_SYSTEM_BUS_ADDRESS, or
+//     /var/run/dbus/system_bus_socket). Whether systemd-logind is on the
+//     bus is found out by the source's Watch, which retires quietly when
+//     it is not.
 //
 // EC2 and GCE are recognised by the strings of the machine's firmware
 // (SMBIOS), read where each system shows them:
@@ -109,6 +118,7 @@ var known = []kind{
 	{imds.Name, func(c Config) termsig.Source { return imds.New(imdsConfig(c)) }, availableOf},
 	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }, availableOf},
 	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }, availableOf},
+	{logind.Name, func(c Config) termsig.Source { return logind.New(logindConfig(c)) }, availableOf},
 }
 
 // availableOf calls the Available method that every platform source has.
@@ -182,6 +192,13 @@ func acpiConfig(cfg Config) acpi.Config {
 		ac.Transports = acpi.Acpid | acpi.Input
 	}
 	return ac
+}
+
+// logindConfig is cfg.Logind with cfg's Logger and Root where it has none.
+func logindConfig(cfg Config) logind.Config {
+	lc := cfg.Logind
+	inherit(&lc.Logger, &lc.Root, cfg)
+	return lc
 }
 
 // inherit fills a source's Logger and Root from cfg where they are unset.

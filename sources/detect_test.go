@@ -2,6 +2,7 @@ package sources_test
 
 import (
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/termsig/termsig/acpi/acpitest"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -28,7 +30,7 @@ func names(cfg sources.Config) []string {
 
 // clean clears the environment variables that steer detection.
 func clean(t *testing.T) {
-	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST"} {
+	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS"} {
 		t.Setenv(k, "")
 	}
 }
@@ -87,7 +89,7 @@ func TestByName(t *testing.T) {
 	_, err = sources.ByName(sources.Config{}, "signal", "signal")
 	assert.ErrorContains(t, err, `"signal" named twice`)
 	_, err = sources.ByName(sources.Config{}, "azure")
-	assert.ErrorContains(t, err, `unknown source "azure" (known: signal, imds, gcemeta, acpi)`)
+	assert.ErrorContains(t, err, `unknown source "azure" (known: signal, imds, gcemeta, acpi, logind)`)
 
 	srcs, err = sources.ByName(sources.Config{}, "gcemeta", "acpi")
 	require.NoError(t, err)
@@ -136,4 +138,43 @@ func TestDetectKeepsMisconfiguredSources(t *testing.T) {
 			assert.ErrorContains(t, st.Err, st.Name+": ")
 		}
 	}
+}
+
+// logind is detected by its bus's socket: under Root, at the address in
+// DBUS_SYSTEM_BUS_ADDRESS, or at Logind.Address.
+func TestDetectLogind(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the logind source works on Linux only")
+	}
+	listen := func(path string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		ln, err := net.Listen("unix", path)
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+	}
+	t.Run("root, with a comma", func(t *testing.T) {
+		clean(t)
+		root := fakeRoot(t, nil)
+		listen(filepath.Join(root, "var/run/dbus/system_bus_socket"))
+		assert.Equal(t, []string{"signal", "logind"}, names(sources.Config{Root: root}))
+	})
+	t.Run("env", func(t *testing.T) {
+		clean(t)
+		sock := filepath.Join(t.TempDir(), "bus")
+		listen(sock)
+		t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+sock)
+		assert.Equal(t, []string{"signal", "logind"}, names(sources.Config{Root: fakeRoot(t, nil)}))
+	})
+	t.Run("config", func(t *testing.T) {
+		clean(t)
+		sock := filepath.Join(t.TempDir(), "bus")
+		listen(sock)
+		cfg := sources.Config{Root: fakeRoot(t, nil), Logind: logind.Config{Address: "unix:path=" + sock}}
+		assert.Equal(t, []string{"signal", "logind"}, names(cfg))
+	})
+	t.Run("no socket", func(t *testing.T) {
+		clean(t)
+		t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(t.TempDir(), "none"))
+		assert.Equal(t, []string{"signal"}, names(sources.Config{Root: fakeRoot(t, nil)}))
+	})
 }
