@@ -116,6 +116,7 @@ func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL st
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
+		release: n.Release,
 		ready:   n.Ready(),
 		notify:  func(string) {}, // not under systemd
 	}

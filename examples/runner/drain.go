@@ -22,6 +22,7 @@ import (
 func (r *runner) drain(nt termsig.Notice) int {
 	r.tl.mark(nt.Observed)
 	r.tl.Printf("notice: %v", nt)
+	r.drained = append(r.drained, nt)
 	r.notify("STOPPING=1")
 	d := &deadline{at: r.deadlineOf(nt)}
 	switch {
@@ -140,6 +141,9 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 			r.tl.Printf("job %s still running: SIGKILL", p.job.ID)
 			_ = p.group.signal(syscall.SIGKILL)
 		case more := <-r.notices:
+			if more.Kind.Imminent() {
+				r.drained = append(r.drained, more) // released with the first
+			}
 			switch {
 			case more.Kind == termsig.Interrupt:
 				r.tl.Printf("second interrupt (%s): SIGKILL job %s now", more.Reason, p.job.ID)
@@ -218,8 +222,29 @@ func (r *runner) leave(nt termsig.Notice, d *deadline) int {
 	r.reg = Registration{}
 	r.save()
 	r.tl.Printf("unregistered runner %s, %v before the deadline", id, fmtDur(time.Until(d.get())))
+	r.releaseAll()
 	r.tl.Printf("summary: %s; notice to unregistered %v; exit %d", nt, fmtDur(r.tl.since()), exitClean)
 	return exitClean
+}
+
+// releaseAll tells the sources of the drained notices that the runner is
+// done: the work is handed back and the runner unregistered. For logind
+// this closes the delay lock, so that the shutdown goes on now instead of
+// when the lock's time is up; for the other sources it does nothing. (An
+// exit releases too; this is for the seconds between here and the exit.)
+func (r *runner) releaseAll() {
+	if r.release == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, nt := range r.drained {
+		if err := r.release(ctx, nt); err != nil {
+			r.tl.Printf("release %s: %v", nt, err)
+			continue
+		}
+		r.tl.Printf("released the notice of %s (%s): nothing more to wait for", nt.Source, nt.Event)
+	}
 }
 
 // extendTimeout keeps telling systemd, while the runner drains, that it

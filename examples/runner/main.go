@@ -57,6 +57,7 @@ func realMain(args []string) int {
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
+		release: n.Release,
 		ready:   n.Ready(),
 		notify:  sdNotify(tl),
 	}

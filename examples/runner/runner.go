@@ -49,7 +49,11 @@ type runner struct {
 	svc     CIService
 	tl      *timeline
 	notices <-chan termsig.Notice
-	stop    func()             // stops the sources
+	stop    func() // stops the sources
+	// release tells the notices' sources that the runner is done with
+	// them (termsig.Notifier.Release): logind's delay lock then lets the
+	// shutdown go on at once. Nil: nothing to tell.
+	release func(context.Context, termsig.Notice) error
 	notify  func(state string) // sd_notify
 	// ready is closed once every source has had its first look at the
 	// host (termsig.Notifier.Ready): the runner claims no job before, for
@@ -65,6 +69,7 @@ type runner struct {
 	reload  bool                      // SIGHUP: finish the job, then re-exec
 	lost    bool                      // the CI service no longer knows the registration
 	urgent  *termsig.Notice           // an imminent notice taken while busy: drain at once
+	drained []termsig.Notice          // the imminent notices the drain is for, to release
 	errs    map[string]string         // the last error of each kind of request, for warn
 }
 
