@@ -35,7 +35,7 @@ const maxHookOutput = 64 << 10
 func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	n := newNotifier(srcs, log)
 	defer n.Stop()
-	h := &hookRunner{o: o, log: log, queues: map[eventKey]*hookQueue{}}
+	h := &hookRunner{o: o, log: log, release: n.Release, queues: map[eventKey]*hookQueue{}}
 	ready := n.Ready()
 	for ended := false; !ended; {
 		select {
@@ -73,6 +73,10 @@ type hookRunner struct {
 	o   *options
 	log *slog.Logger
 	wg  sync.WaitGroup
+	// release is termsig.Notifier.Release: called once the hook of an
+	// imminent notice is over, so that logind's delay lock lets the
+	// shutdown go on at once (with --follow, watch itself goes on).
+	release func(context.Context, termsig.Notice) error
 
 	mu     sync.Mutex
 	queues map[eventKey]*hookQueue
@@ -125,7 +129,23 @@ func (h *hookRunner) drain(k eventKey, q *hookQueue) {
 			h.nfail++
 			h.mu.Unlock()
 		}
+		h.releaseAfter(*nt)
 	}
+}
+
+// releaseAfter tells nt's source that its hook is over, whether it
+// succeeded or not: holding the shutdown longer helps nobody.
+func (h *hookRunner) releaseAfter(nt termsig.Notice) {
+	if !nt.Kind.Imminent() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := h.release(ctx, nt); err != nil {
+		h.log.Warn("watch: release", "notice", nt, "err", err)
+		return
+	}
+	h.log.Debug("watch: released the notice after its hook", "notice", nt)
 }
 
 func (h *hookRunner) failed() bool {
