@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -380,4 +381,18 @@ func TestWatchedTwiceAtOnce(t *testing.T) {
 	e := start(t, opts{})
 	err := e.src.Watch(context.Background(), make(chan termsig.Notice))
 	assert.ErrorContains(t, err, "two Notifiers")
+}
+
+// TestChildrenDoNotHoldTheLock: the lock's descriptor is close-on-exec, so
+// a child started while it is held (a job, a hook) does not keep the
+// shutdown waiting after Release.
+func TestChildrenDoNotHoldTheLock(t *testing.T) {
+	e := start(t, opts{})
+	child := exec.Command("sleep", "1000")
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	require.NoError(t, e.fake.PrepareForShutdown("poweroff"))
+	nt := recv(t, e.n.C())
+	require.NoError(t, e.n.Release(context.Background(), nt))
+	e.waitHeld(t, e.fake, 0, 1)
 }
