@@ -1,7 +1,6 @@
 package logind
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -167,5 +166,3 @@ func (c Config) present() error {
 	}
 	return fmt.Errorf("logind: no system bus (no socket at %s): %w", strings.Join(paths, ", "), termsig.ErrUnavailable)
 }
-
-var errNotLinux = errors.New("logind: systemd-logind runs on Linux only")

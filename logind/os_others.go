@@ -3,6 +3,7 @@
 package logind
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/termsig/termsig"
@@ -10,3 +11,5 @@ import (
 
 // supported reports whether logind can exist on this system.
 func supported() error { return fmt.Errorf("%w: %w", errNotLinux, termsig.ErrUnavailable) }
+
+var errNotLinux = errors.New("logind: systemd-logind runs on Linux only")

@@ -21,7 +21,6 @@ import (
 // answer, or stuck in a call to a logind that does not answer. Timeouts
 // and backoffs are an hour, so only cancellation can end them.
 func TestStopIsPrompt(t *testing.T) {
-	const hour = time.Hour
 	for _, tc := range []struct {
 		name  string
 		setUp func(t *testing.T) (*termsig.Notifier, func())

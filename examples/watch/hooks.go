@@ -75,7 +75,8 @@ type hookRunner struct {
 	wg  sync.WaitGroup
 	// release is termsig.Notifier.Release: called once the hook of an
 	// imminent notice is over, so that logind's delay lock lets the
-	// shutdown go on at once (with --follow, watch itself goes on).
+	// shutdown go on at once (with --follow, watch itself goes on). Nil:
+	// nothing to tell.
 	release func(context.Context, termsig.Notice) error
 
 	mu     sync.Mutex
@@ -136,7 +137,7 @@ func (h *hookRunner) drain(k eventKey, q *hookQueue) {
 // releaseAfter tells nt's source that its hook is over, whether it
 // succeeded or not: holding the shutdown longer helps nobody.
 func (h *hookRunner) releaseAfter(nt termsig.Notice) {
-	if !nt.Kind.Imminent() {
+	if h.release == nil || !nt.Kind.Imminent() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
