@@ -44,10 +44,11 @@ type Config struct {
 	Address string
 
 	// Root is where the default socket is looked for when neither Address
-	// nor DBUS_SYSTEM_BUS_ADDRESS is set: the socket of DefaultAddress
-	// below Root. Empty means "/". A program in a container that sees the
-	// host's root filesystem under another directory, such as /host, sets
-	// it.
+	// nor DBUS_SYSTEM_BUS_ADDRESS is set: run/dbus/system_bus_socket below
+	// Root, else var/run/dbus/system_bus_socket (on the host /var/run is a
+	// symbolic link to /run, which would lead out of Root). Empty means
+	// "/": DefaultAddress. A program in a container that sees the host's
+	// root filesystem under another directory, such as /host, sets it.
 	Root string
 
 	// Who and Why describe the delay lock to the operator (systemd-inhibit
@@ -77,7 +78,10 @@ func (c Config) withDefaults() Config {
 	if c.Address == "" {
 		c.Address = DefaultAddress
 		if c.Root != "" && c.Root != "/" {
-			c.Address = "unix:path=" + dbus.EscapeBusAddressValue(filepath.Join(c.Root, defaultSocket))
+			// /var/run is a symbolic link to /run, absolute, so it
+			// leads out of Root: /run first.
+			c.Address = "unix:path=" + dbus.EscapeBusAddressValue(filepath.Join(c.Root, "/run/dbus/system_bus_socket")) +
+				";unix:path=" + dbus.EscapeBusAddressValue(filepath.Join(c.Root, defaultSocket))
 		}
 	}
 	if c.Who == "" {

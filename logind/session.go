@@ -122,6 +122,9 @@ func (w *watcher) setUp(ctx context.Context) error {
 		return fmt.Errorf("logind: PreparingForShutdown: %w", err)
 	}
 	preparing, _ = v.Value().(bool)
+	// Signals that came before the answer are older than it: act on them
+	// first, then on what the answer says that no signal told.
+	w.drain(ctx)
 	w.catchUp(ctx, preparing)
 	return nil
 }
@@ -148,9 +151,13 @@ func (w *watcher) subscribe(ctx context.Context) error {
 func (w *watcher) catchUp(ctx context.Context, preparing bool) {
 	switch under := w.src.underway(); {
 	case preparing && !under:
-		// Begun while the source was not connected: logind refused the
-		// lock, and no signal is coming.
-		n := noticeOf("", time.Now(), w.delay, "shutdown already under way when the source connected to logind (no delay lock)")
+		// Begun before the source subscribed: no signal is coming, and
+		// logind refused a new lock.
+		reason := "shutdown already under way when the source connected to logind (no delay lock)"
+		if w.src.holding() {
+			reason = "shutdown already under way when the source connected to logind, delay lock held"
+		}
+		n := noticeOf("", time.Now(), w.delay, reason)
 		if w.src.begin(n) {
 			w.pending = append(w.pending, n)
 		}
@@ -236,12 +243,17 @@ func (w *watcher) listen(ctx context.Context) error {
 		case out <- next:
 			w.pending = w.pending[1:]
 		case <-w.filter.wake:
-			for _, sig := range w.filter.take() {
-				w.handle(ctx, sig)
-			}
-			w.warnForged()
+			w.drain(ctx)
 		}
 	}
+}
+
+// drain acts on the signals the filter has queued.
+func (w *watcher) drain(ctx context.Context) {
+	for _, sig := range w.filter.take() {
+		w.handle(ctx, sig)
+	}
+	w.warnForged()
 }
 
 // handle acts on one signal that passed the filter.

@@ -40,7 +40,8 @@ type Config struct {
 	Logind logind.Config
 
 	// Root is where the host's files are read from (DMI under
-	// sys/class/dmi/id); empty means "/", this machine, which on Windows
+	// sys/class/dmi/id, acpid's and the system bus's sockets); empty means
+	// "/", this machine, which on Windows
 	// means its registry instead. It is handed to the sources whose own
 	// Config has no Root. Tests point it at a directory of their own, laid
 	// out like Linux's, which is read the same way on every system.
@@ -58,10 +59,14 @@ type Config struct {
 //     kernel's acpi_event netlink family, acpid's socket, or an input
 //     device with KEY_POWER;
 //   - logind: on Linux only, when the system bus's socket exists (the
-//     address in Logind.Address or DBUS_SYSTEM_BUS_ADDRESS, or
-//     /var/run/dbus/system_bus_socket). Whether systemd-logind is on the
-//     bus is found out by the source's Watch, which retires quietly when
-//     it is not.
+//     address in Logind.Address or DBUS_SYSTEM_BUS_ADDRESS, or else
+//     run/dbus/system_bus_socket or var/run/dbus/system_bus_socket below
+//     Root). Whether systemd-logind is on the bus is found out by the
+//     source's Watch, which retires quietly when it is not. The source
+//     holds the host's shutdowns with a delay lock until the program
+//     releases the notice (termsig.Notifier.Release) or exits, at most
+//     logind's InhibitDelayMaxSec: a program that only listens sets
+//     Logind.NoLock.
 //
 // EC2 and GCE are recognised by the strings of the machine's firmware
 // (SMBIOS), read where each system shows them:

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
-	"github.com/godbus/dbus/v5/prop"
 )
 
 // The names logind is reached by.
@@ -80,9 +79,8 @@ type Inhibitor struct {
 // PrepareForShutdownWithMetadata) when told to. Its methods are safe for
 // concurrent use.
 type Logind struct {
-	conn  *dbus.Conn
-	props *prop.Properties
-	cfg   Config
+	conn *dbus.Conn
+	cfg  Config
 
 	// noReply remembers the calls to Inhibit whose caller wants no reply;
 	// see intercept.
@@ -125,14 +123,9 @@ func (l *Logind) serve() error {
 	if err := l.conn.Export(manager{l}, Path, Interface); err != nil {
 		return err
 	}
-	props, err := prop.Export(l.conn, Path, prop.Map{Interface: {
-		"InhibitDelayMaxUSec":  {Value: uint64(l.cfg.InhibitDelayMax / time.Microsecond), Emit: prop.EmitFalse},
-		"PreparingForShutdown": {Value: false, Emit: prop.EmitFalse},
-	}})
-	if err != nil {
+	if err := l.conn.Export(properties{l}, Path, propsInterface); err != nil {
 		return err
 	}
-	l.props = props
 	reply, err := l.conn.RequestName(BusName, dbus.NameFlagDoNotQueue)
 	if err != nil {
 		return fmt.Errorf("logindtest: request name: %w", err)
@@ -151,19 +144,29 @@ func (l *Logind) Conn() *dbus.Conn { return l.conn }
 // signals.
 func (l *Logind) UniqueName() string { return l.conn.Names()[0] }
 
-// intercept runs on godbus's reader before a call is dispatched. Inhibit
-// replies with a file descriptor that the fake must close once the reply
-// is written, and godbus writes an exported method's reply only after the
-// method has returned: so Inhibit is marked as wanting no reply, which
-// godbus then does not send, and the method writes the reply itself (see
-// manager.Inhibit). Whether the caller wanted one is remembered.
+const propsInterface = "org.freedesktop.DBus.Properties"
+
+// intercept runs on godbus's reader before a call is dispatched. godbus
+// writes an exported method's reply only after the method has returned,
+// and two replies must be written at a moment of the fake's choosing:
+// Inhibit's, which carries a file descriptor that the fake closes once the
+// reply is written, and the properties', which must be written before a
+// signal that changes them (as logind, single-threaded, does), so that a
+// client that reads PreparingForShutdown finds it consistent with the
+// signals it received before the answer. So those calls are marked as
+// wanting no reply, which godbus then does not send, and the methods write
+// their replies themselves (see reply). Whether the caller wanted one is
+// remembered.
 func (l *Logind) intercept(msg *dbus.Message) {
 	if msg.Type != dbus.TypeMethodCall {
 		return
 	}
 	iface, _ := msg.Headers[dbus.FieldInterface].Value().(string)
 	member, _ := msg.Headers[dbus.FieldMember].Value().(string)
-	if iface != Interface || member != "Inhibit" {
+	switch {
+	case iface == Interface && member == "Inhibit":
+	case iface == propsInterface && (member == "Get" || member == "GetAll"):
+	default:
 		return
 	}
 	if msg.Flags&dbus.FlagNoReplyExpected != 0 {
@@ -171,6 +174,75 @@ func (l *Logind) intercept(msg *dbus.Message) {
 		l.noReply.Store(callKey{sender, msg.Serial()}, struct{}{})
 	}
 	msg.Flags |= dbus.FlagNoReplyExpected
+}
+
+// reply writes the reply to a call that intercept marked, and returns
+// once it is written. Errors are still returned by the methods, which
+// godbus sends whatever the flag.
+func (l *Logind) reply(msg dbus.Message, body ...any) error {
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	if _, noReply := l.noReply.LoadAndDelete(callKey{sender, msg.Serial()}); noReply {
+		return nil
+	}
+	r := &dbus.Message{
+		Type: dbus.TypeMethodReply,
+		Headers: map[dbus.HeaderField]dbus.Variant{
+			dbus.FieldDestination: dbus.MakeVariant(sender),
+			dbus.FieldReplySerial: dbus.MakeVariant(msg.Serial()),
+			dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(body...)),
+		},
+		Body: body,
+	}
+	return l.conn.Send(r, nil).Err
+}
+
+// forget drops what intercept remembered of a call that ends in an error.
+func (l *Logind) forget(msg dbus.Message) {
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	l.noReply.Delete(callKey{sender, msg.Serial()})
+}
+
+// properties is the Properties interface of the Manager object.
+type properties struct{ l *Logind }
+
+// props returns the Manager's properties; l.mu is held.
+func (l *Logind) propsLocked() map[string]dbus.Variant {
+	return map[string]dbus.Variant{
+		"InhibitDelayMaxUSec":  dbus.MakeVariant(uint64(l.cfg.InhibitDelayMax / time.Microsecond)),
+		"PreparingForShutdown": dbus.MakeVariant(l.shutting),
+	}
+}
+
+// Get answers a property, under the lock that emitting signals holds.
+func (p properties) Get(msg dbus.Message, iface, name string) (dbus.Variant, *dbus.Error) {
+	l := p.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.propsLocked()[name]
+	if iface != Interface || !ok {
+		l.forget(msg)
+		return dbus.Variant{}, dbus.NewError("org.freedesktop.DBus.Error.UnknownProperty", []any{"Unknown property " + name})
+	}
+	_ = l.reply(msg, v)
+	return dbus.Variant{}, nil
+}
+
+// GetAll answers every property, as Get does.
+func (p properties) GetAll(msg dbus.Message, iface string) (map[string]dbus.Variant, *dbus.Error) {
+	l := p.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	props := map[string]dbus.Variant{}
+	if iface == Interface {
+		props = l.propsLocked()
+	}
+	_ = l.reply(msg, props)
+	return nil, nil
+}
+
+// Set refuses: logind's properties are read-only.
+func (properties) Set(_, name string, _ dbus.Variant) *dbus.Error {
+	return dbus.NewError("org.freedesktop.DBus.Error.PropertyReadOnly", []any{"Property " + name + " is read-only"})
 }
 
 // manager is the exported Manager object.
@@ -181,39 +253,25 @@ type manager struct{ l *Logind }
 func (m manager) Inhibit(msg dbus.Message, what, who, why, mode string) (dbus.UnixFD, *dbus.Error) {
 	l := m.l
 	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
-	_, noReply := l.noReply.LoadAndDelete(callKey{sender, msg.Serial()})
 	if l.cfg.HoldInhibit != nil {
 		<-l.cfg.HoldInhibit
 	}
 	if l.cfg.RefuseLocks != "" {
+		l.forget(msg)
 		return 0, dbus.NewError(l.cfg.RefuseLocks, []any{"refused by the test"})
 	}
 	if err := l.check(what, mode); err != nil {
+		l.forget(msg)
 		return 0, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
+		l.forget(msg)
 		return 0, dbus.MakeFailedError(err)
 	}
-	defer w.Close() // the caller has its own copy once the reply is sent
+	defer w.Close() // the caller has its own copy once the reply is written
 	inh := &Inhibitor{What: what, Who: who, Why: why, Mode: mode, Sender: sender, Taken: time.Now()}
-	if !noReply {
-		reply := &dbus.Message{
-			Type: dbus.TypeMethodReply,
-			Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldDestination: dbus.MakeVariant(sender),
-				dbus.FieldReplySerial: dbus.MakeVariant(msg.Serial()),
-				dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(dbus.UnixFD(0))),
-			},
-			Body: []any{dbus.UnixFD(w.Fd())},
-		}
-		// Send writes a reply before it returns.
-		if call := l.conn.Send(reply, nil); call.Err != nil {
-			r.Close()
-			return 0, nil
-		}
-	}
-	if !l.hold(inh, r) {
+	if err := l.reply(msg, dbus.UnixFD(w.Fd())); err != nil || !l.hold(inh, r) {
 		r.Close()
 	}
 	return 0, nil // not sent: the reply went above
@@ -326,26 +384,19 @@ func (l *Logind) Wait(ctx context.Context, cond func([]Inhibitor) bool) error {
 // PreparingForShutdown, refuses new delay locks for shutdown from now on,
 // and emits PrepareForShutdownWithMetadata(true, {"type": typ}) (unless
 // Config.NoMetadata) and then PrepareForShutdown(true).
-func (l *Logind) PrepareForShutdown(typ string) error {
-	l.mu.Lock()
-	l.shutting = true
-	l.mu.Unlock()
-	l.props.SetMust(Interface, "PreparingForShutdown", true)
-	return l.emit(true, typ)
-}
+func (l *Logind) PrepareForShutdown(typ string) error { return l.announce(true, typ) }
 
 // CancelShutdown announces that the shutdown was cancelled: it clears
 // PreparingForShutdown, accepts delay locks again, and emits the signals
 // with false.
-func (l *Logind) CancelShutdown(typ string) error {
-	l.mu.Lock()
-	l.shutting = false
-	l.mu.Unlock()
-	l.props.SetMust(Interface, "PreparingForShutdown", false)
-	return l.emit(false, typ)
-}
+func (l *Logind) CancelShutdown(typ string) error { return l.announce(false, typ) }
 
-func (l *Logind) emit(active bool, typ string) error {
+// announce changes PreparingForShutdown and emits the signals under l.mu,
+// so that no property is read in between.
+func (l *Logind) announce(active bool, typ string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.shutting = active
 	if !l.cfg.NoMetadata {
 		md := map[string]dbus.Variant{"type": dbus.MakeVariant(typ)}
 		if err := l.conn.Emit(Path, Interface+".PrepareForShutdownWithMetadata", active, md); err != nil {
