@@ -17,9 +17,10 @@
 //	defer n.Stop()
 //	for nt := range n.C() {
 //		if nt.Kind.Imminent() {
-//			ctx, cancel := nt.DrainContext(context.Background(), 5*time.Second, 30*time.Second)
-//			drain(ctx) // ends 5 s before the deadline
+//			ctx, cancel := nt.DrainContext(context.Background(), time.Second, 30*time.Second)
+//			drain(ctx) // ends 1 s before the deadline
 //			cancel()
+//			n.Release(context.Background(), nt) // done: the platform need not wait
 //			return
 //		}
 //		advise(nt) // Reload, Rebalance, Maintenance, Cleared

@@ -108,3 +108,18 @@ func ExampleNotice_MarshalJSON() {
 	fmt.Println(string(b))
 	// Output: {"source":"imds","kind":"terminate","event":"spot/instance-action","reason":"spot interruption: terminate","deadline":"2026-11-30T10:02:00Z","observed":"2026-11-30T10:00:00Z"}
 }
+
+func ExampleNotifier_Release() {
+	lock := termsigtest.NewFake("logind") // stands for a source that holds the shutdown
+	n := termsig.New(lock)
+	defer n.Stop()
+	lock.Send(termsig.Notice{Kind: termsig.Terminate, Event: "shutdown/poweroff"})
+
+	nt := <-n.C()
+	// ... hand the work back, unregister ...
+	if err := n.Release(context.Background(), nt); err != nil {
+		fmt.Println("release:", err)
+	}
+	fmt.Println("released:", lock.Released()[0].Event)
+	// Output: released: shutdown/poweroff
+}

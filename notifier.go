@@ -620,16 +620,20 @@ func (r *run) finish(ctx context.Context, err error) {
 	}
 }
 
-// Release tells the source of nt that the consumer has finished cleaning up
-// after it, so that whatever the source holds for it is let go at once (see
-// [Releaser]): logind's delay lock, so that the shutdown proceeds now rather
-// than when the lock's time is up. Call it when the work is handed back,
-// just before exiting; an exit or [Notifier.Stop] releases too.
+// Release tells the source of nt that the consumer is done with it (its
+// work is handed back, it has unregistered), so that the platform may go
+// ahead at once (see [Releaser]): logind's delay lock is closed and the
+// shutdown proceeds now rather than when the delay runs out. Call it just
+// before exiting, for each imminent notice the program drained for; not
+// for advice (maintenance, rebalance) unless the program wants the event
+// to start now.
 //
-// For a notice whose source holds nothing (signals, metadata services) it
-// does nothing and returns nil, so a program may call it for every
-// notice it drained for. A notice whose Source names no source of n gives
-// an error wrapping [ErrUnknownSource]. Release may be called after Stop.
+// For a notice whose source is not a Releaser (signals, most metadata
+// services) it does nothing and returns nil. A notice whose Source names
+// no source of n gives an error wrapping [ErrUnknownSource]. Release may
+// be called after Stop. A program that uses [NotifyContext] has no
+// Notifier to call it on: its stop function stops the sources, which
+// closes logind's lock.
 func (n *Notifier) Release(ctx context.Context, nt Notice) error {
 	var errs []error
 	found := false

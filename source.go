@@ -119,17 +119,21 @@ func Ready(ctx context.Context) {
 
 type runKey struct{}
 
-// A Releaser is a [Source] that holds something for the consumer while it
-// cleans up after a notice: logind's delay lock keeps the host from shutting
-// down until it is released or its time is up. Release tells the source
-// that the consumer is done with n (its work is handed back, it has
-// unregistered), so that the platform need not wait any longer.
+// A Releaser is a [Source] that can let the platform go ahead at once
+// when the consumer is done with a notice, instead of waiting for a time
+// that was set aside for it: logind closes its delay lock, so that the
+// shutdown proceeds instead of waiting out InhibitDelayMaxSec; a source
+// of scheduled events may acknowledge the event, so that it starts now
+// instead of at its appointed time. Release means "the consumer is done
+// with n: the platform may proceed now"; call it only when that is true.
 //
-// Release of a notice whose event is over (cancelled, already released, or
-// from before the source reconnected) does nothing and returns nil; it
-// never releases what is held for a later event. It is safe for concurrent
-// use, also with Watch, and after Watch has returned (which releases
-// everything the source held).
+// Release of a notice for which the source holds nothing (its event is
+// over or cancelled, it was released already, a Cleared notice) does
+// nothing and returns nil; it never lets go of what is held for another
+// event. It is safe for concurrent use, also with Watch and after Watch
+// has returned. Whether Stop releases is the source's to say and
+// document: logind's lock is closed when Watch returns (and when the
+// process exits), while an acknowledgement is never sent by Stop.
 //
 // Use it through [Notifier.Release], which finds the notice's source.
 type Releaser interface {

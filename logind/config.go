@@ -56,6 +56,12 @@ type Config struct {
 	// "handing back work before shutdown".
 	Who, Why string
 
+	// NoLock makes the source hear shutdowns without holding them: it
+	// takes no delay lock, and Release does nothing. A program that only
+	// reports shutdowns, or that cannot release in time, sets it, so that
+	// it does not hold every shutdown of the host for InhibitDelayMaxSec.
+	NoLock bool
+
 	// CallTimeout bounds connecting to the bus and each call on it. Values
 	// below 1 mean DefaultCallTimeout (5 s).
 	CallTimeout time.Duration
@@ -106,67 +112,28 @@ func (c Config) withDefaults() Config {
 }
 
 // check reports a Config that cannot work: an address that is not a D-Bus
-// address. c has its defaults.
+// address this package can dial. c has its defaults.
 func (c Config) check() error {
-	if _, err := socketPaths(c.Address); err != nil {
+	if _, err := parseAddress(c.Address); err != nil {
 		return fmt.Errorf("logind: Config.Address: %w", err)
 	}
 	return nil
-}
-
-// socketPaths returns the paths of the unix:path= entries of a D-Bus
-// address list ("unix:path=/a;tcp:host=h,port=1"), and whether every entry
-// is one (nil if another transport is listed too, which cannot be checked
-// without connecting). It is an error if an entry is not "transport:k=v,…".
-func socketPaths(address string) (paths []string, err error) {
-	all := true
-	for entry := range strings.SplitSeq(address, ";") {
-		if entry == "" {
-			continue
-		}
-		transport, kvs, ok := strings.Cut(entry, ":")
-		if !ok || transport == "" {
-			return nil, fmt.Errorf("%q is not a D-Bus address (transport:key=value,...)", address)
-		}
-		path := ""
-		for kv := range strings.SplitSeq(kvs, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return nil, fmt.Errorf("%q is not a D-Bus address: %q is not key=value", address, kv)
-			}
-			if k == "path" {
-				if path, err = dbus.UnescapeBusAddressValue(v); err != nil {
-					return nil, fmt.Errorf("%q is not a D-Bus address: %w", address, err)
-				}
-			}
-		}
-		if transport == "unix" && path != "" {
-			paths = append(paths, path)
-		} else {
-			all = false
-		}
-	}
-	if len(paths) == 0 && all {
-		return nil, fmt.Errorf("%q names no bus", address)
-	}
-	if !all {
-		return nil, nil
-	}
-	return paths, nil
 }
 
 // present returns nil if the bus may be there: one of its sockets exists,
 // or its address has a transport that only connecting can check. c has
 // its defaults and passed check.
 func (c Config) present() error {
-	paths, _ := socketPaths(c.Address)
-	if paths == nil {
-		return nil
-	}
-	for _, p := range paths {
-		if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeSocket != 0 {
+	eps, _ := parseAddress(c.Address)
+	var paths []string
+	for _, ep := range eps {
+		if ep.path == "" {
+			return nil // abstract or tcp: only connecting tells
+		}
+		if fi, err := os.Stat(ep.path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			return nil
 		}
+		paths = append(paths, ep.path)
 	}
 	return fmt.Errorf("logind: no system bus (no socket at %s): %w", strings.Join(paths, ", "), termsig.ErrUnavailable)
 }

@@ -24,8 +24,13 @@
 //   - Event: [EventPrefix] and the type ("shutdown/poweroff"), or
 //     [EventShutdown] ("shutdown") when the type is not said;
 //   - Deadline: when the notice was seen plus logind's
-//     InhibitDelayMaxUSec, read when the source connects (zero if that is
-//     "infinity"): logind waits no longer for anyone;
+//     InhibitDelayMaxUSec (zero if that is "infinity"): when logind stops
+//     waiting for the delay locks and the shutdown proceeds. That is when
+//     systemd starts stopping services, not when the process dies: a
+//     service then gets SIGTERM, and TimeoutStopSec (90 s by default)
+//     before SIGKILL. It is the time to be done by so that the shutdown
+//     is not held up, 5 s unless the operator raised it (see below); a
+//     drain that keeps a margin larger than that has no time left;
 //   - Reason says whether the source holds a delay lock.
 //
 // When logind cancels a shutdown (PrepareForShutdown(false), such as
@@ -53,11 +58,15 @@
 //
 // logind refuses new locks while a shutdown is under way: a source that
 // connects then sends a Terminate notice at once (its Event is
-// "shutdown", since the type is not shown) without holding anything. If
-// logind refuses the lock for another reason (polkit's
+// "shutdown", since the type is not shown), held only if it kept a lock
+// from before. If logind refuses the lock for another reason (polkit's
 // org.freedesktop.login1.inhibit-delay-shutdown, which systemd's default
 // policy grants to everyone), the source still hears shutdowns; the
 // refusal shows in termsig.Notifier.Status and is logged once.
+//
+// A lock holds every shutdown of the host until it is released, for up to
+// the delay: a program that only reports shutdowns, or that cannot release
+// in time, sets [Config.NoLock] to hear them without holding them.
 //
 // # Trust
 //
@@ -65,23 +74,29 @@
 // PrepareForShutdown, to everyone or to this program alone. The source
 // believes only those whose sender is the unique name that owns
 // org.freedesktop.login1, which the bus daemon stamps and nobody can
-// forge, and follows that owner when logind restarts (and takes a new lock
-// from the new one). Others are ignored and logged once per connection.
-// Signals of the wrong shape are ignored. Signals are filtered as they
-// are read, so a flood of them costs neither memory nor goroutines.
+// forge. Others are ignored and logged once per connection. Signals of
+// the wrong shape are ignored. Signals are filtered as they are read, so a
+// flood of them costs neither memory nor goroutines; and the connection
+// the source listens on does not take file descriptors (the bus refuses
+// to pass it any), so a flood of messages that carry them cannot fill the
+// program's descriptor table. The lock is taken on a connection of its
+// own, closed after the call.
 //
 // # Failures
 //
 // Watch returns an error wrapping [termsig.ErrUnavailable] when this is
 // not Linux, when the system bus's socket does not exist, or when the
 // first connection finds no logind on the bus. Once it has connected, the
-// bus or logind going away is a transient failure: the source reconnects
-// with backoff (100 ms doubling to 10 s), subscribes again, takes a new
-// lock, catches up with a shutdown that began or was cancelled meanwhile
-// (logind's PreparingForShutdown property), and reports the failure with
-// [termsig.ReportError] while it lasts. A lock held across a reconnection
-// is kept until the new one is taken. Connecting and every call are
-// bounded by [Config.CallTimeout], and Stop ends any of them at once.
+// bus or logind going away is a transient failure, reported with
+// [termsig.ReportError] while it lasts: the source reconnects with backoff
+// (100 ms doubling to 10 s), handing over the notices that wait for the
+// consumer meanwhile, subscribes again, takes a new lock, and catches up
+// with a shutdown that began or was cancelled meanwhile (logind's
+// PreparingForShutdown property). A new logind on the bus (it restarted)
+// is met the same way, at once, and its InhibitDelayMaxUSec is read again.
+// A lock held across a reconnection is kept until the new one is taken.
+// Connecting and every call are bounded by [Config.CallTimeout], and Stop
+// ends any of them at once.
 //
 // # Address
 //

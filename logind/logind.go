@@ -79,24 +79,29 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	s.mu.Unlock()
 	defer s.stop()
 
+	eps, _ := parseAddress(c.Address) // checked by Available
 	bo := backoff.Backoff{Base: c.backoff, Max: c.maxBackoff, Jitter: true}
-	w := &watcher{src: s, cfg: c, out: out}
+	w := &watcher{src: s, cfg: c, eps: eps, out: out}
 	for {
 		err := w.session(ctx)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil
-		}
-		// Only a first failure says unavailable (no bus, no logind);
-		// once either was there, its absence is transient.
-		if errors.Is(err, termsig.ErrUnavailable) {
+		case errors.Is(err, termsig.ErrUnavailable):
+			// Only a first failure says unavailable (no bus, no
+			// logind); once either was there, its absence is
+			// transient.
 			return err
+		case errors.Is(err, errOwnerChanged):
+			bo.Reset()
+			continue // a new logind: at once
 		}
 		termsig.ReportError(ctx, err)
 		termsig.Ready(ctx) // the first look failed; it is as ready as it gets
 		if w.healthy {
 			bo.Reset() // a session that worked starts the backoff afresh
 		}
-		if !backoff.Sleep(ctx, bo.Next()) {
+		if !w.wait(ctx, bo.Next()) {
 			return nil
 		}
 	}

@@ -253,8 +253,7 @@ func TestForgedSignalsAreIgnored(t *testing.T) {
 	rogue, err := dbus.Connect(e.bus.Address())
 	require.NoError(t, err)
 	defer rogue.Close()
-	// The source's unique name: the fake saw it as the lock's sender.
-	victim := e.fake.Held()[0].Sender
+	victim := sourceName(t, e.bus.Address(), e.fake)
 	emit := func(dest string, name string, body ...any) {
 		msg := &dbus.Message{
 			Type: dbus.TypeSignal,

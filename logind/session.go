@@ -1,10 +1,11 @@
 package logind
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"net"
 	"syscall"
 	"time"
 
@@ -20,33 +21,43 @@ const (
 	errOperationUnderway = "org.freedesktop.login1.OperationInProgress"
 )
 
-// errBusLost is the error of a session whose connection ended.
-var errBusLost = errors.New("logind: connection to the system bus lost")
+var (
+	// errBusLost ends a session whose connection ended.
+	errBusLost = errors.New("logind: connection to the system bus lost")
+	// errOwnerChanged ends a session when a new logind owns the name: the
+	// next one starts at once and begins afresh with it.
+	errOwnerChanged = errors.New("logind: systemd-logind restarted")
+	// errLogindGone is reported while logind is not on the bus.
+	errLogindGone = errors.New("logind: systemd-logind left the system bus")
+)
 
 // A watcher is one Watch: a session per connection to the bus, with what
 // carries over from one to the next.
 type watcher struct {
 	src *Source
 	cfg Config
+	eps []endpoint
 	out chan<- termsig.Notice
 
-	connected bool // a session connected once: later failures are transient
-	hadLogind bool // logind answered once: its absence later is transient
-	healthy   bool // the last session got as far as listening
+	connected  bool             // a session connected once: later failures are transient
+	hadLogind  bool             // logind answered once: its absence later is transient
+	healthy    bool             // the last session got as far as listening
+	pending    []termsig.Notice // to send, in order; kept across sessions
+	warnedLock string           // the refusal of a lock last logged
 
 	// Of the current session:
-	conn    *dbus.Conn
-	filter  *filter
-	delay   time.Duration    // InhibitDelayMaxUSec; -1: no bound
-	lockErr error            // why the delay lock could not be taken; nil: held
-	pending []termsig.Notice // to send, in order
-	warned  bool             // a forged signal was logged
+	conn     *dbus.Conn
+	filter   *filter
+	delay    time.Duration // InhibitDelayMaxUSec; -1: no bound
+	lockErr  error         // why no delay lock is held; nil: one is, or none is wanted
+	needLock bool          // take a lock once the notices are handed over
+	warned   bool          // a forged signal was logged
 }
 
 // session connects, subscribes, takes the lock and hears signals until
-// the connection ends (an error) or ctx is done (nil).
+// the connection ends or logind changes (an error), or ctx is done (nil).
 func (w *watcher) session(ctx context.Context) error {
-	w.healthy, w.warned, w.lockErr = false, false, nil
+	w.healthy, w.warned, w.lockErr, w.needLock = false, false, nil, false
 	w.filter = newFilter()
 	conn, err := w.connect(ctx)
 	if err != nil {
@@ -59,37 +70,73 @@ func (w *watcher) session(ctx context.Context) error {
 		return err
 	}
 	w.healthy = true
+	// What the first look found is on C before Ready.
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
 	w.reportLock(ctx)
 	termsig.Ready(ctx)
 	return w.listen(ctx)
 }
 
-// connect dials the bus and says hello, within CallTimeout.
+// connect dials the bus for listening, within CallTimeout. The connection
+// does not take file descriptors: the bus refuses to pass it any, so that
+// a process that sends this one messages carrying descriptors cannot fill
+// its descriptor table. The lock comes on a connection of its own (see
+// inhibit).
 func (w *watcher) connect(ctx context.Context) (*dbus.Conn, error) {
-	// WithContext: the connection closes when Watch's ctx ends, which
-	// also ends an Auth or Hello stuck on a bus that does not answer.
-	conn, err := dbus.Dial(w.cfg.Address, dbus.WithContext(ctx), dbus.WithSignalHandler(w.filter))
+	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	var nc net.Conn
+	var err error
+	for _, ep := range w.eps {
+		var d net.Dialer
+		if nc, err = d.DialContext(tctx, ep.network, ep.addr); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		if !w.connected && errors.Is(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("logind: no system bus: %w: %w", err, termsig.ErrUnavailable)
 		}
 		return nil, fmt.Errorf("logind: system bus: %w", err)
 	}
-	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	defer cancel()
-	closed := context.AfterFunc(tctx, func() { conn.Close() })
-	err = conn.Auth(nil)
+	// WithContext: the connection closes when Watch's ctx ends.
+	conn, err := dbus.NewConn(bufferedConn{bufio.NewReader(nc), nc}, dbus.WithContext(ctx), dbus.WithSignalHandler(w.filter))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("logind: system bus: %w", err)
+	}
+	if err := handshake(tctx, conn); err != nil {
+		return nil, fmt.Errorf("logind: system bus: handshake: %w", err)
+	}
+	return conn, nil
+}
+
+// bufferedConn reads through a buffer: godbus decodes a message with many
+// small reads, each a system call on a bare connection.
+type bufferedConn struct {
+	r *bufio.Reader
+	net.Conn
+}
+
+func (c bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// handshake authenticates and says hello on conn, or closes it when ctx
+// ends first.
+func handshake(ctx context.Context, conn *dbus.Conn) error {
+	closed := context.AfterFunc(ctx, func() { conn.Close() })
+	err := conn.Auth(nil)
 	if err == nil {
 		err = conn.Hello()
 	}
 	if !closed() {
-		err = fmt.Errorf("no answer in %v", w.cfg.CallTimeout)
+		err = fmt.Errorf("no answer: %w", context.Cause(ctx))
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("logind: system bus: handshake: %w", err)
 	}
-	return conn, nil
+	return err
 }
 
 // setUp subscribes to logind's signals, takes the delay lock, learns
@@ -110,23 +157,31 @@ func (w *watcher) setUp(ctx context.Context) error {
 	w.filter.setOwner(owner)
 	w.hadLogind = true
 	w.delay = DefaultInhibitDelay
-	var v dbus.Variant
-	logind := w.conn.Object(busName, objPath)
-	if err := w.call(ctx, logind, "org.freedesktop.DBus.Properties.Get", iface, "InhibitDelayMaxUSec").Store(&v); err == nil {
-		if usec, ok := v.Value().(uint64); ok {
+	if v, err := w.property(ctx, "InhibitDelayMaxUSec"); err == nil {
+		if usec, ok := v.(uint64); ok {
 			w.delay = delayOf(usec)
 		}
 	}
-	var preparing bool
-	if err := w.call(ctx, logind, "org.freedesktop.DBus.Properties.Get", iface, "PreparingForShutdown").Store(&v); err != nil {
+	v, err := w.property(ctx, "PreparingForShutdown")
+	var de dbus.Error
+	if err != nil && !errors.As(err, &de) {
 		return fmt.Errorf("logind: PreparingForShutdown: %w", err)
 	}
-	preparing, _ = v.Value().(bool)
+	// A logind that answers with an error or a wrong type is taken to
+	// be not shutting down: the signals still tell.
+	preparing, _ := v.(bool)
 	// Signals that came before the answer are older than it: act on them
 	// first, then on what the answer says that no signal told.
 	w.drain(ctx)
-	w.catchUp(ctx, preparing)
+	w.catchUp(preparing)
 	return nil
+}
+
+// property reads one of the Manager's properties.
+func (w *watcher) property(ctx context.Context, name string) (any, error) {
+	var v dbus.Variant
+	err := w.call(ctx, w.conn.Object(busName, objPath), "org.freedesktop.DBus.Properties.Get", iface, name).Store(&v)
+	return v.Value(), err
 }
 
 // subscribe asks the bus for logind's shutdown signals and for changes of
@@ -148,7 +203,7 @@ func (w *watcher) subscribe(ctx context.Context) error {
 }
 
 // catchUp reconciles what the source believes with PreparingForShutdown.
-func (w *watcher) catchUp(ctx context.Context, preparing bool) {
+func (w *watcher) catchUp(preparing bool) {
 	switch under := w.src.underway(); {
 	case preparing && !under:
 		// Begun before the source subscribed: no signal is coming, and
@@ -162,175 +217,6 @@ func (w *watcher) catchUp(ctx context.Context, preparing bool) {
 			w.pending = append(w.pending, n)
 		}
 	case !preparing && under:
-		w.cancelled(ctx)
+		w.cancelled()
 	}
-}
-
-// takeLock takes a delay lock for shutdown, unless a shutdown is under
-// way (logind refuses one then, and the one held, if any, is kept). It
-// returns an error only for a failure of the bus or logind's absence; a
-// refusal by logind is kept in lockErr, and the source hears shutdowns
-// without holding them.
-func (w *watcher) takeLock(ctx context.Context) error {
-	if w.src.underway() {
-		return nil
-	}
-	var fd dbus.UnixFD
-	err := w.call(ctx, w.conn.Object(busName, objPath), iface+".Inhibit", "shutdown", w.cfg.Who, w.cfg.Why, "delay").Store(&fd)
-	var de dbus.Error
-	switch {
-	case err == nil:
-		w.src.setLock(os.NewFile(uintptr(fd), "logind delay lock"))
-		w.lockErr = nil
-	case errors.As(err, &de) && de.Name == errOperationUnderway:
-		// A shutdown has begun: PreparingForShutdown, read next, or the
-		// signal on its way says which.
-	case errors.As(err, &de) && de.Name != errServiceUnknown && de.Name != errNameHasNoOwner:
-		if w.lockErr == nil {
-			w.cfg.Logger.Warn("logind: delay lock refused; shutdowns are heard but not held", "err", err)
-		}
-		w.lockErr = fmt.Errorf("logind: no delay lock: %w", err)
-	default:
-		return w.logindErr(err)
-	}
-	return nil
-}
-
-// logindErr is the error of a call that failed because logind is not on
-// the bus (unavailable, unless it was there before) or for another reason.
-func (w *watcher) logindErr(err error) error {
-	var de dbus.Error
-	if errors.As(err, &de) && (de.Name == errServiceUnknown || de.Name == errNameHasNoOwner) {
-		if !w.hadLogind {
-			return fmt.Errorf("logind: systemd-logind is not on the system bus (%s): %w", de.Name, termsig.ErrUnavailable)
-		}
-		return fmt.Errorf("logind: systemd-logind left the system bus (%s)", de.Name)
-	}
-	return fmt.Errorf("logind: %w", err)
-}
-
-// call calls method on obj within CallTimeout.
-func (w *watcher) call(ctx context.Context, obj dbus.BusObject, method string, args ...any) *dbus.Call {
-	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-	defer cancel()
-	return obj.CallWithContext(tctx, method, 0, args...)
-}
-
-// reportLock shows in the Notifier's Status whether the lock is held.
-func (w *watcher) reportLock(ctx context.Context) {
-	if w.lockErr != nil {
-		termsig.ReportError(ctx, w.lockErr)
-	} else {
-		termsig.ReportHealthy(ctx)
-	}
-}
-
-// listen hears signals and sends notices until the connection ends or
-// ctx is done. It reads signals while a notice waits for the consumer, so
-// that the filter's queue stays short.
-func (w *watcher) listen(ctx context.Context) error {
-	for {
-		var out chan<- termsig.Notice
-		var next termsig.Notice
-		if len(w.pending) > 0 {
-			out, next = w.out, w.pending[0]
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-w.conn.Context().Done():
-			return errBusLost
-		case out <- next:
-			w.pending = w.pending[1:]
-		case <-w.filter.wake:
-			w.drain(ctx)
-		}
-	}
-}
-
-// drain acts on the signals the filter has queued.
-func (w *watcher) drain(ctx context.Context) {
-	for _, sig := range w.filter.take() {
-		w.handle(ctx, sig)
-	}
-	w.warnForged()
-}
-
-// handle acts on one signal that passed the filter.
-func (w *watcher) handle(ctx context.Context, sig *dbus.Signal) {
-	if sig.Name == nameOwnerChanged {
-		w.ownerChanged(ctx, sig)
-		return
-	}
-	if !w.filter.ownerIs(sig.Sender) {
-		w.filter.forgery(sig.Sender)
-		return
-	}
-	s, err := parseShutdown(sig)
-	if err != nil {
-		return // logind's, but malformed: nothing to trust in it
-	}
-	if !s.active {
-		w.cancelled(ctx)
-		return
-	}
-	reason := "systemd-logind announced the shutdown, delay lock held"
-	if !w.src.holding() {
-		reason = "systemd-logind announced the shutdown (no delay lock)"
-	}
-	if n := noticeOf(s.typ, time.Now(), w.delay, reason); w.src.begin(n) {
-		w.pending = append(w.pending, n)
-	}
-}
-
-// cancelled handles the end of a shutdown that did not happen: a Cleared
-// notice, and a lock for the next one.
-func (w *watcher) cancelled(ctx context.Context) {
-	n, ok := w.src.end()
-	if !ok {
-		return
-	}
-	w.pending = append(w.pending, termsig.Notice{
-		Source: Name, Kind: termsig.Cleared, Event: n.Event,
-		Reason: "systemd-logind cancelled the shutdown", Observed: time.Now(),
-	})
-	if !w.src.holding() {
-		w.relock(ctx)
-	}
-}
-
-// relock takes a new lock outside setUp: a failure of the bus shows when
-// the connection ends, a refusal in Status.
-func (w *watcher) relock(ctx context.Context) {
-	if err := w.takeLock(ctx); err != nil {
-		w.lockErr = err
-	}
-	w.reportLock(ctx)
-}
-
-// ownerChanged follows logind leaving and coming back: only the new owner
-// is believed, and a new logind gets a new lock.
-func (w *watcher) ownerChanged(ctx context.Context, sig *dbus.Signal) {
-	if len(sig.Body) != 3 {
-		return
-	}
-	name, _ := sig.Body[0].(string)
-	owner, ok := sig.Body[2].(string)
-	if name != busName || !ok {
-		return
-	}
-	w.filter.setOwner(owner)
-	if owner != "" {
-		w.relock(ctx)
-	}
-}
-
-// warnForged logs, once per session, that shutdown signals came from a
-// process other than logind (and were ignored).
-func (w *watcher) warnForged() {
-	if w.warned || w.filter.forged.Load() == 0 {
-		return
-	}
-	w.warned = true
-	w.cfg.Logger.Warn("logind: ignored shutdown signals that logind did not send", "sender", *w.filter.lastForger.Load())
 }

@@ -1,6 +1,7 @@
 package logind_test
 
 import (
+	"context"
 	"net"
 	"path/filepath"
 	"testing"
@@ -35,6 +36,9 @@ func TestStopIsPrompt(t *testing.T) {
 			fake := startLogind(t, bus, logindtest.Config{})
 			log := testlog.New()
 			n := notifier(t, bus.Address(), log)
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			require.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return len(all) == 1 }))
 			// Buffer 1: the first notice fills C, the source waits to
 			// hand over the second.
 			require.NoError(t, fake.PrepareForShutdown("poweroff"))

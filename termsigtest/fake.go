@@ -243,6 +243,8 @@ func (f *Fake) done() {
 
 var _ termsig.ReadyReporter = (*Fake)(nil)
 
+var _ termsig.Releaser = (*Fake)(nil)
+
 // Release records n and returns nil; see [termsig.Releaser].
 func (f *Fake) Release(_ context.Context, n termsig.Notice) error {
 	f.mu.Lock()

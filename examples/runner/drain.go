@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -222,29 +223,44 @@ func (r *runner) leave(nt termsig.Notice, d *deadline) int {
 	r.reg = Registration{}
 	r.save()
 	r.tl.Printf("unregistered runner %s, %v before the deadline", id, fmtDur(time.Until(d.get())))
-	r.releaseAll()
+	r.releaseAll(d)
 	r.tl.Printf("summary: %s; notice to unregistered %v; exit %d", nt, fmtDur(r.tl.since()), exitClean)
 	return exitClean
 }
 
 // releaseAll tells the sources of the drained notices that the runner is
-// done: the work is handed back and the runner unregistered. For logind
-// this closes the delay lock, so that the shutdown goes on now instead of
-// when the lock's time is up; for the other sources it does nothing. (An
-// exit releases too; this is for the seconds between here and the exit.)
-func (r *runner) releaseAll() {
-	if r.release == nil {
+// done with them: the work is handed back and the runner unregistered.
+// For logind this closes the delay lock, so that the shutdown goes on now
+// instead of when the lock's time is up; for sources that hold nothing it
+// does nothing. Each gets until the drain's deadline, and at least a
+// second. (The exit releases logind's lock too; this is for the moments
+// between here and the exit.)
+func (r *runner) releaseAll(d *deadline) {
+	if r.release == nil || len(r.drained) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+	var told []string
 	for _, nt := range r.drained {
-		if err := r.release(ctx, nt); err != nil {
+		ctx, cancel := context.WithDeadline(context.Background(), latest(d.get(), time.Now().Add(time.Second)))
+		err := r.release(ctx, nt)
+		cancel()
+		if err != nil {
 			r.tl.Printf("release %s: %v", nt, err)
 			continue
 		}
-		r.tl.Printf("released the notice of %s (%s): nothing more to wait for", nt.Source, nt.Event)
+		told = append(told, fmt.Sprintf("%s (%s)", nt.Source, nt.Event))
 	}
+	if len(told) > 0 {
+		r.tl.Printf("told the sources the work is handed back (Release): %s", strings.Join(told, ", "))
+	}
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // extendTimeout keeps telling systemd, while the runner drains, that it

@@ -47,6 +47,7 @@ func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 		case nt := <-n.C():
 			if !o.wants(nt) {
 				log.Debug("watch: notice filtered out by --kinds", "notice", nt)
+				releaseNow(n.Release, nt, log)
 				continue
 			}
 			ended = o.ends(nt)
@@ -137,16 +138,9 @@ func (h *hookRunner) drain(k eventKey, q *hookQueue) {
 // releaseAfter tells nt's source that its hook is over, whether it
 // succeeded or not: holding the shutdown longer helps nobody.
 func (h *hookRunner) releaseAfter(nt termsig.Notice) {
-	if h.release == nil || !nt.Kind.Imminent() {
-		return
+	if nt.Kind.Imminent() {
+		releaseNow(h.release, nt, h.log)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := h.release(ctx, nt); err != nil {
-		h.log.Warn("watch: release", "notice", nt, "err", err)
-		return
-	}
-	h.log.Debug("watch: released the notice after its hook", "notice", nt)
 }
 
 func (h *hookRunner) failed() bool {

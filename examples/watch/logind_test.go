@@ -42,3 +42,48 @@ func TestHookThenRelease(t *testing.T) {
 	}
 	t.Logf("shutdown announced → lock released after the hook: %v", took.Round(time.Millisecond))
 }
+
+func logindFake(t *testing.T) *logindtest.Logind {
+	bus, err := logindtest.StartBus()
+	require.NoError(t, err)
+	t.Cleanup(func() { bus.Close() })
+	fake, err := logindtest.New(bus.Address(), logindtest.Config{InhibitDelayMax: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { fake.Close() })
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address()) // inherited by watch
+	return fake
+}
+
+// TestPrintFollowReleases: with --follow, print mode goes on after a
+// shutdown notice just as hook mode does; nothing is left to do for it
+// once it is printed, so it does not hold logind's shutdown until
+// InhibitDelayMaxSec runs out. (Found by review.)
+func TestPrintFollowReleases(t *testing.T) {
+	fake := logindFake(t)
+	r := start(t, nil, "--sources", "logind", "--follow")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return len(all) == 1 }))
+	waitLog(t, r, "watch: watching", "") // New has returned: the source is set up
+	require.NoError(t, fake.PrepareForShutdown("poweroff"))
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	assert.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return !all[0].Released.IsZero() }),
+		"printed, yet the shutdown is held; stdout: %s", r.stdout.String())
+}
+
+// TestFilteredOutNoticeReleases: a notice that --kinds filters out gets
+// no hook: nobody is cleaning up after it, so the shutdown is not held
+// for it. (Found by review.)
+func TestFilteredOutNoticeReleases(t *testing.T) {
+	fake := logindFake(t)
+	r := start(t, nil, "--sources", "logind", "--kinds", "terminate", "--exec", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return len(all) == 1 }))
+	waitLog(t, r, "watch: watching", "")                  // New has returned: the source is set up
+	require.NoError(t, fake.PrepareForShutdown("reboot")) // Kind Reboot: filtered out
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	assert.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return !all[0].Released.IsZero() }))
+}

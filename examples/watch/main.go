@@ -14,6 +14,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -227,6 +228,23 @@ func newNotifier(srcs []termsig.Source, log *slog.Logger) *termsig.Notifier {
 	}
 	log.Info("watch: watching", "sources", strings.Join(names, ","))
 	return n
+}
+
+// releaseNow tells nt's source that watch is done with it
+// (termsig.Notifier.Release): logind's delay lock then lets the shutdown
+// go on at once instead of holding it until its delay runs out. release
+// may be nil (unit tests): nothing to tell.
+func releaseNow(release func(context.Context, termsig.Notice) error, nt termsig.Notice, log *slog.Logger) {
+	if release == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := release(ctx, nt); err != nil {
+		log.Warn("watch: release", "notice", nt, "err", err)
+		return
+	}
+	log.Debug("watch: released the notice", "notice", nt)
 }
 
 // nothingRuns reports, once every source has had its first look, whether

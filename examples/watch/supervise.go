@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,7 +68,7 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	}
 	n := newNotifier(srcs, log)
 	defer n.Stop()
-	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer()}
+	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer(), release: n.Release}
 	defer s.kill.Stop()
 	defer s.extend.Stop()
 	for {
@@ -102,6 +103,9 @@ type supervisor struct {
 	extend   *time.Timer
 	killAt   time.Time // zero until a notice stops the command
 	stopSent bool      // a terminating signal has reached the command
+	// release is termsig.Notifier.Release, for the notices that do not
+	// stop the command: nothing waits for them.
+	release func(context.Context, termsig.Notice) error
 }
 
 // terminating are the signals that ask the command to stop.
@@ -133,6 +137,7 @@ func (s *supervisor) send(sig syscall.Signal) {
 func (s *supervisor) notice(nt termsig.Notice) {
 	if !s.o.wants(nt) || !nt.Kind.Imminent() {
 		s.log.Info("watch: notice", "notice", nt, "acted", false)
+		releaseNow(s.release, nt, s.log)
 		return
 	}
 	at := s.killTime(nt)

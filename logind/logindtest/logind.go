@@ -68,8 +68,10 @@ type Inhibitor struct {
 	What, Who, Why, Mode string
 	Sender               string    // unique bus name of the caller
 	Taken                time.Time // when it was handed out
-	// Released is when the fake read EOF from the lock: every copy of the
-	// descriptor it handed out is closed. Zero while it is held.
+	// Released is when the lock ended: the fake read EOF from it (every
+	// copy of the descriptor it handed out is closed), or the fake was
+	// closed, which drops every lock as logind's exit does. Zero while
+	// it is held.
 	Released time.Time
 }
 
@@ -91,6 +93,7 @@ type Logind struct {
 	shutting bool          // a shutdown is announced and not cancelled
 	changed  chan struct{} // closed and replaced whenever locks change
 	pipes    []*os.File    // read ends of the locks still held
+	readers  []string      // senders of property reads, in order
 	wg       sync.WaitGroup
 	closed   bool
 }
@@ -218,6 +221,7 @@ func (p properties) Get(msg dbus.Message, iface, name string) (dbus.Variant, *db
 	l := p.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.read(msg)
 	v, ok := l.propsLocked()[name]
 	if iface != Interface || !ok {
 		l.forget(msg)
@@ -232,12 +236,31 @@ func (p properties) GetAll(msg dbus.Message, iface string) (map[string]dbus.Vari
 	l := p.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.read(msg)
 	props := map[string]dbus.Variant{}
 	if iface == Interface {
 		props = l.propsLocked()
 	}
 	_ = l.reply(msg, props)
 	return nil, nil
+}
+
+// read records the sender of a property read; l.mu is held.
+func (l *Logind) read(msg dbus.Message) {
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	if len(l.readers) == 0 || l.readers[len(l.readers)-1] != sender {
+		l.readers = append(l.readers, sender)
+	}
+}
+
+// Readers returns the unique names of the connections that read the
+// Manager's properties, in the order of their first read in a row: a
+// client's listening connection, such as the logind source's, which a
+// test sends messages to.
+func (l *Logind) Readers() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.readers...)
 }
 
 // Set refuses: logind's properties are read-only.
@@ -415,6 +438,13 @@ func (l *Logind) Close() error {
 		r.Close()
 	}
 	l.pipes = nil
+	now := time.Now()
+	for _, inh := range l.locks {
+		if inh.Released.IsZero() {
+			inh.Released = now
+		}
+	}
+	l.changedLocked()
 	l.mu.Unlock()
 	err := l.conn.Close()
 	l.wg.Wait()

@@ -1,0 +1,167 @@
+package logind
+
+import (
+	"context"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/termsig/termsig"
+)
+
+// listen hears signals and sends notices until the connection ends or
+// logind changes (an error), or ctx is done (nil). It reads signals while
+// a notice waits for the consumer, so that the filter's queue stays short,
+// and takes a new lock after a cancelled shutdown once the Cleared notice
+// is handed over.
+func (w *watcher) listen(ctx context.Context) error {
+	for {
+		if w.needLock && len(w.pending) == 0 {
+			if err := w.takeLock(ctx); err != nil {
+				return err // the bus failed under the call: start again
+			}
+			w.reportLock(ctx)
+		}
+		var out chan<- termsig.Notice
+		var next termsig.Notice
+		if len(w.pending) > 0 {
+			out, next = w.out, w.pending[0]
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.conn.Context().Done():
+			w.drain(ctx) // what came before the end still counts
+			return errBusLost
+		case out <- next:
+			w.pending = w.pending[1:]
+		case <-w.filter.wake:
+			if err := w.drain(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// flush hands over the pending notices, and returns an error if the
+// connection ends meanwhile.
+func (w *watcher) flush(ctx context.Context) error {
+	for len(w.pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.conn.Context().Done():
+			return errBusLost
+		case w.out <- w.pending[0]:
+			w.pending = w.pending[1:]
+		}
+	}
+	return nil
+}
+
+// wait waits d, handing over the pending notices meanwhile, and returns
+// false if ctx ends first.
+func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		var out chan<- termsig.Notice
+		var next termsig.Notice
+		if len(w.pending) > 0 {
+			out, next = w.out, w.pending[0]
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case out <- next:
+			w.pending = w.pending[1:]
+		}
+	}
+}
+
+// drain acts on the signals the filter has queued. It returns
+// errOwnerChanged when a new logind owns the name.
+func (w *watcher) drain(ctx context.Context) error {
+	var err error
+	for _, sig := range w.filter.take() {
+		if e := w.handle(ctx, sig); e != nil && err == nil {
+			err = e
+		}
+	}
+	w.warnForged()
+	return err
+}
+
+// handle acts on one signal that passed the filter.
+func (w *watcher) handle(ctx context.Context, sig *dbus.Signal) error {
+	if sig.Name == nameOwnerChanged {
+		return w.ownerChanged(ctx, sig)
+	}
+	if !w.filter.ownerIs(sig.Sender) {
+		w.filter.forgery(sig.Sender)
+		return nil
+	}
+	s, err := parseShutdown(sig)
+	if err != nil {
+		return nil // logind's, but malformed: nothing to trust in it
+	}
+	if !s.active {
+		w.cancelled()
+		return nil
+	}
+	reason := "systemd-logind announced the shutdown, delay lock held"
+	if !w.src.holding() {
+		reason = "systemd-logind announced the shutdown (no delay lock)"
+	}
+	if n := noticeOf(s.typ, time.Now(), w.delay, reason); w.src.begin(n) {
+		w.pending = append(w.pending, n)
+	}
+	return nil
+}
+
+// cancelled handles the end of a shutdown that did not happen: a Cleared
+// notice, and a lock for the next one once it is handed over.
+func (w *watcher) cancelled() {
+	n, ok := w.src.end()
+	if !ok {
+		return
+	}
+	w.pending = append(w.pending, termsig.Notice{
+		Source: Name, Kind: termsig.Cleared, Event: n.Event,
+		Reason: "systemd-logind cancelled the shutdown", Observed: time.Now(),
+	})
+	w.needLock = !w.src.holding()
+}
+
+// ownerChanged follows logind leaving and coming back: while it is gone
+// nobody's shutdown signals are believed and Status says so; a new logind
+// ends the session, so that the next one starts afresh with it (its
+// settings, its state, a lock of its own).
+func (w *watcher) ownerChanged(ctx context.Context, sig *dbus.Signal) error {
+	if len(sig.Body) != 3 {
+		return nil
+	}
+	name, _ := sig.Body[0].(string)
+	owner, ok := sig.Body[2].(string)
+	if name != busName || !ok || w.filter.ownerIs(owner) {
+		return nil
+	}
+	w.filter.setOwner(owner)
+	if owner == "" {
+		termsig.ReportError(ctx, errLogindGone)
+		return nil
+	}
+	return errOwnerChanged
+}
+
+// warnForged logs, once per session, that shutdown signals came from a
+// process other than logind (and were ignored).
+func (w *watcher) warnForged() {
+	if w.warned || w.filter.forged.Load() == 0 {
+		return
+	}
+	w.warned = true
+	w.cfg.Logger.Warn("logind: ignored shutdown signals that logind did not send", "sender", *w.filter.lastForger.Load())
+}
