@@ -395,3 +395,19 @@ func TestChildrenDoNotHoldTheLock(t *testing.T) {
 	require.NoError(t, e.n.Release(context.Background(), nt))
 	e.waitHeld(t, e.fake, 0, 1)
 }
+
+// TestNoLock: a source that only listens takes no lock, hears the
+// shutdown, and its Release does nothing.
+func TestNoLock(t *testing.T) {
+	e := start(t, opts{src: logind.Config{NoLock: true}})
+	assert.Empty(t, e.fake.Inhibitors())
+	assert.NoError(t, e.n.Status()[0].Err)
+	require.NoError(t, e.fake.PrepareForShutdown("reboot"))
+	nt := recv(t, e.n.C())
+	assert.Equal(t, termsig.Reboot, nt.Kind)
+	assert.Contains(t, nt.Reason, "no delay lock")
+	assert.NoError(t, e.n.Release(context.Background(), nt))
+	require.NoError(t, e.fake.CancelShutdown("reboot"))
+	assert.Equal(t, termsig.Cleared, recv(t, e.n.C()).Kind)
+	assert.Empty(t, e.fake.Inhibitors(), "no lock after the cancel either")
+}
