@@ -217,17 +217,7 @@ func forge(t *testing.T, addr, victim string) {
 	rogue, err := dbus.Connect(addr)
 	require.NoError(t, err)
 	defer rogue.Close()
-	msg := &dbus.Message{
-		Type: dbus.TypeSignal,
-		Headers: map[dbus.HeaderField]dbus.Variant{
-			dbus.FieldPath:        dbus.MakeVariant(dbus.ObjectPath(logindtest.Path)),
-			dbus.FieldInterface:   dbus.MakeVariant(logindtest.Interface),
-			dbus.FieldMember:      dbus.MakeVariant("PrepareForShutdown"),
-			dbus.FieldDestination: dbus.MakeVariant(victim),
-			dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(true)),
-		},
-		Body: []any{true},
-	}
+	msg := shutdownSignal(victim, "PrepareForShutdown", true)
 	require.NoError(t, rogue.Send(msg, nil).Err)
 	var names []string
 	require.NoError(t, rogue.BusObject().Call("org.freedesktop.DBus.ListNames", 0).Store(&names))

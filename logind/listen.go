@@ -22,11 +22,7 @@ func (w *watcher) listen(ctx context.Context) error {
 			}
 			w.reportLock(ctx)
 		}
-		var out chan<- termsig.Notice
-		var next termsig.Notice
-		if len(w.pending) > 0 {
-			out, next = w.out, w.pending[0]
-		}
+		out, next := w.next()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -41,6 +37,16 @@ func (w *watcher) listen(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// next returns the channel to send the first pending notice on, and the
+// notice; a nil channel (which a select never sends on) if none is
+// pending.
+func (w *watcher) next() (chan<- termsig.Notice, termsig.Notice) {
+	if len(w.pending) == 0 {
+		return nil, termsig.Notice{}
+	}
+	return w.out, w.pending[0]
 }
 
 // flush hands over the pending notices, and returns an error if the
@@ -65,11 +71,7 @@ func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
-		var out chan<- termsig.Notice
-		var next termsig.Notice
-		if len(w.pending) > 0 {
-			out, next = w.out, w.pending[0]
-		}
+		out, next := w.next()
 		select {
 		case <-ctx.Done():
 			return false

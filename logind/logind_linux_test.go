@@ -255,20 +255,7 @@ func TestForgedSignalsAreIgnored(t *testing.T) {
 	defer rogue.Close()
 	victim := sourceName(t, e.bus.Address(), e.fake)
 	emit := func(dest string, name string, body ...any) {
-		msg := &dbus.Message{
-			Type: dbus.TypeSignal,
-			Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldPath:      dbus.MakeVariant(dbus.ObjectPath(logindtest.Path)),
-				dbus.FieldInterface: dbus.MakeVariant(logindtest.Interface),
-				dbus.FieldMember:    dbus.MakeVariant(name),
-				dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf(body...)),
-			},
-			Body: body,
-		}
-		if dest != "" {
-			msg.Headers[dbus.FieldDestination] = dbus.MakeVariant(dest)
-		}
-		require.NoError(t, rogue.Send(msg, nil).Err)
+		require.NoError(t, rogue.Send(shutdownSignal(dest, name, body...), nil).Err)
 	}
 	md := map[string]dbus.Variant{"type": dbus.MakeVariant("poweroff")}
 	for _, dest := range []string{"", victim} {

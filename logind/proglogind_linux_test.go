@@ -199,3 +199,22 @@ func sourceName(t *testing.T, _ string, fake *logindtest.Logind) string {
 	}
 	return r[len(r)-1]
 }
+
+// shutdownSignal is a signal that looks like logind's Manager's member,
+// sent to dest ("" for everyone) by whoever sends it.
+func shutdownSignal(dest, member string, body ...any) *dbus.Message {
+	msg := &dbus.Message{
+		Type: dbus.TypeSignal,
+		Headers: map[dbus.HeaderField]dbus.Variant{
+			dbus.FieldPath:      dbus.MakeVariant(dbus.ObjectPath(logindtest.Path)),
+			dbus.FieldInterface: dbus.MakeVariant(logindtest.Interface),
+			dbus.FieldMember:    dbus.MakeVariant(member),
+			dbus.FieldSignature: dbus.MakeVariant(dbus.SignatureOf(body...)),
+		},
+		Body: body,
+	}
+	if dest != "" {
+		msg.Headers[dbus.FieldDestination] = dbus.MakeVariant(dest)
+	}
+	return msg
+}

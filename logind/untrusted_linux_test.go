@@ -32,17 +32,7 @@ func TestForgedSignalsWithFdsLeakNoDescriptors(t *testing.T) {
 	const flood = 200
 	before := openFds(t)
 	for range flood {
-		msg := &dbus.Message{
-			Type: dbus.TypeSignal,
-			Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldPath:        dbus.MakeVariant(dbus.ObjectPath(logindtest.Path)),
-				dbus.FieldInterface:   dbus.MakeVariant(logindtest.Interface),
-				dbus.FieldMember:      dbus.MakeVariant("PrepareForShutdown"),
-				dbus.FieldDestination: dbus.MakeVariant(victim),
-				dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(dbus.UnixFD(0))),
-			},
-			Body: []any{dbus.UnixFD(w.Fd())},
-		}
+		msg := shutdownSignal(victim, "PrepareForShutdown", dbus.UnixFD(w.Fd()))
 		require.NoError(t, rogue.Send(msg, nil).Err)
 	}
 	w.Close()
@@ -110,17 +100,7 @@ func TestFloodIsBounded(t *testing.T) {
 		if i%2 == 1 {
 			member = "SomethingElse"
 		}
-		msg := &dbus.Message{
-			Type: dbus.TypeSignal,
-			Headers: map[dbus.HeaderField]dbus.Variant{
-				dbus.FieldPath:        dbus.MakeVariant(dbus.ObjectPath(logindtest.Path)),
-				dbus.FieldInterface:   dbus.MakeVariant(logindtest.Interface),
-				dbus.FieldMember:      dbus.MakeVariant(member),
-				dbus.FieldDestination: dbus.MakeVariant(victim),
-				dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(true)),
-			},
-			Body: []any{true},
-		}
+		msg := shutdownSignal(victim, member, true)
 		require.NoError(t, rogue.Send(msg, nil).Err)
 		if i%500 == 0 {
 			peak = max(peak, runtime.NumGoroutine())

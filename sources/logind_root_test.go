@@ -23,12 +23,7 @@ func TestDetectLogindRootEscaping(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("linux only")
 	}
-	bus, err := logindtest.StartBus()
-	require.NoError(t, err)
-	t.Cleanup(func() { bus.Close() })
-	fake, err := logindtest.New(bus.Address(), logindtest.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { fake.Close() })
+	bus, fake := logindtest.Start(t, logindtest.Config{})
 	for _, name := range []string{"a,b", "a;b", "a b", "a%b", "a=b", "a%2cb"} {
 		t.Run(name, func(t *testing.T) {
 			clean(t)
@@ -60,12 +55,7 @@ func TestDetectLogindRootWithVarRunSymlink(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("linux only")
 	}
-	bus, err := logindtest.StartBus()
-	require.NoError(t, err)
-	t.Cleanup(func() { bus.Close() })
-	fake, err := logindtest.New(bus.Address(), logindtest.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { fake.Close() })
+	bus, fake := logindtest.Start(t, logindtest.Config{})
 	clean(t)
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "run/dbus"), 0o755))

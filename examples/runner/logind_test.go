@@ -19,12 +19,7 @@ import (
 // re-queues the job and unregisters, then releases the lock, so that the
 // shutdown goes on at once rather than after InhibitDelayMaxSec.
 func TestLogindShutdownMidJob(t *testing.T) {
-	bus, err := logindtest.StartBus()
-	require.NoError(t, err)
-	t.Cleanup(func() { bus.Close() })
-	fake, err := logindtest.New(bus.Address(), logindtest.Config{InhibitDelayMax: 30 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { fake.Close() })
+	bus, fake := logindtest.Start(t, logindtest.Config{InhibitDelayMax: 30 * time.Second})
 
 	e := newEnv(t)
 	job := e.enqueue("sleep 30")

@@ -22,12 +22,7 @@ import (
 // to end after SIGTERM, so that a release that came before the hand-back
 // is caught with the runner still registered.
 func TestLogindReleaseComesAfterTheWorkIsHandedBack(t *testing.T) {
-	bus, err := logindtest.StartBus()
-	require.NoError(t, err)
-	t.Cleanup(func() { bus.Close() })
-	fake, err := logindtest.New(bus.Address(), logindtest.Config{InhibitDelayMax: 30 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { fake.Close() })
+	bus, fake := logindtest.Start(t, logindtest.Config{InhibitDelayMax: 30 * time.Second})
 
 	e := newEnv(t)
 	ready := fifo(t)

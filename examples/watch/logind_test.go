@@ -17,12 +17,7 @@ import (
 // shutdown, so it releases logind's delay lock once the hook is over: the
 // shutdown need not wait for the delay to run out.
 func TestHookThenRelease(t *testing.T) {
-	bus, err := logindtest.StartBus()
-	require.NoError(t, err)
-	t.Cleanup(func() { bus.Close() })
-	fake, err := logindtest.New(bus.Address(), logindtest.Config{InhibitDelayMax: time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(func() { fake.Close() })
+	bus, fake := logindtest.Start(t, logindtest.Config{InhibitDelayMax: time.Minute})
 
 	r := start(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()},
 		"--sources", "logind", "--follow", "--exec", "sleep 0.2")
@@ -44,12 +39,7 @@ func TestHookThenRelease(t *testing.T) {
 }
 
 func logindFake(t *testing.T) *logindtest.Logind {
-	bus, err := logindtest.StartBus()
-	require.NoError(t, err)
-	t.Cleanup(func() { bus.Close() })
-	fake, err := logindtest.New(bus.Address(), logindtest.Config{InhibitDelayMax: time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(func() { fake.Close() })
+	bus, fake := logindtest.Start(t, logindtest.Config{InhibitDelayMax: time.Minute})
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address()) // inherited by watch
 	return fake
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -158,4 +159,22 @@ func (b *Bus) Kill() error {
 func (b *Bus) Close() error {
 	err := b.Kill()
 	return errors.Join(err, os.RemoveAll(b.dir))
+}
+
+// Start starts a Bus and a fake Logind on it configured by c, for a test:
+// both are closed when tb ends, and tb fails at once if either cannot
+// start (dbus-daemon missing included).
+func Start(tb testing.TB, c Config) (*Bus, *Logind) {
+	tb.Helper()
+	bus, err := StartBus()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { bus.Close() })
+	l, err := New(bus.Address(), c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return bus, l
 }
