@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/godbus/dbus/v5"
+
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/logind/logindtest"
@@ -50,6 +52,16 @@ func measure(b *testing.B, trials int) (notice, release []time.Duration) {
 	defer n.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	watcher, err := dbus.Connect(bus.Address())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watcher.Close()
+	if err := watcher.AddMatchSignal(dbus.WithMatchInterface("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged")); err != nil {
+		b.Fatal(err)
+	}
+	sigs := make(chan *dbus.Signal, 1024)
+	watcher.Signal(sigs)
 	for i := range trials {
 		start := time.Now()
 		if err := fake.PrepareForShutdown("poweroff"); err != nil {
@@ -74,8 +86,32 @@ func measure(b *testing.B, trials int) (notice, release []time.Duration) {
 		if err := fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return len(all) == i+2 }); err != nil {
 			b.Fatal(err)
 		}
+		// The lock came on a connection of its own, closed after the
+		// call: the next trial begins once the bus is done with it, as a
+		// shutdown does not come a millisecond after a relock.
+		if err := waitGone(ctx, watcher, sigs, fake.Inhibitors()[i+1].Sender); err != nil {
+			b.Fatal(err)
+		}
 	}
 	return notice, release
+}
+
+// waitGone waits until the unique name has left the bus.
+func waitGone(ctx context.Context, c *dbus.Conn, sigs <-chan *dbus.Signal, name string) error {
+	var has bool
+	if err := c.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, name).Store(&has); err != nil || !has {
+		return err
+	}
+	for {
+		select {
+		case sig := <-sigs:
+			if len(sig.Body) == 3 && sig.Body[0] == name && sig.Body[2] == "" {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func report(b *testing.B, name string, lat []time.Duration) {
