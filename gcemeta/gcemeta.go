@@ -380,11 +380,6 @@ type watcher struct {
 	health *health.Parts
 }
 
-// errNoAnswer says that the server did not answer in time.
-func errNoAnswer(d time.Duration) error {
-	return fmt.Errorf("no answer within %v: %w", d, context.DeadlineExceeded)
-}
-
 var _ termsig.Source = (*Source)(nil)
 
 // isNotFound is errors.As for metadata.NotDefinedError.

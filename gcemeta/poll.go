@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"time"
 
@@ -216,7 +214,7 @@ func (w *watcher) get(ctx context.Context, k *keySpec, etag string) (body []byte
 	req.Header.Set("User-Agent", userAgent)
 	res, err := w.hc.Do(req)
 	if err != nil {
-		return nil, "", transportError(ctx, rctx, err, timeout)
+		return nil, "", httpguard.Stable(ctx, rctx, err, timeout)
 	}
 	defer res.Body.Close()
 	if res.Header.Get(flavorHeader) != "Google" {
@@ -224,7 +222,7 @@ func (w *watcher) get(ctx context.Context, k *keySpec, etag string) (body []byte
 	}
 	body, err = io.ReadAll(res.Body) // cut off past maxBody by the guard (see start)
 	if err != nil {
-		return nil, "", transportError(ctx, rctx, err, timeout)
+		return nil, "", httpguard.Stable(ctx, rctx, err, timeout)
 	}
 	switch res.StatusCode {
 	case http.StatusOK:
@@ -232,72 +230,6 @@ func (w *watcher) get(ctx context.Context, k *keySpec, etag string) (body []byte
 	case http.StatusNotFound:
 		return nil, "", metadata.NotDefinedError(k.path)
 	default:
-		return nil, "", &metadata.Error{Code: res.StatusCode, Message: snippet(body)}
+		return nil, "", &metadata.Error{Code: res.StatusCode, Message: httpguard.Snippet(body)}
 	}
-}
-
-// transportError makes err stable (see [Error]): a request timeout says
-// so, and a network error is described without the URL (which carries the
-// ETag) or the addresses (the local port differs on each connection).
-func transportError(ctx, rctx context.Context, err error, timeout time.Duration) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-		return errNoAnswer(timeout)
-	}
-	var ge *httpguard.Error // a redirect or an answer too long: stable already
-	if errors.As(err, &ge) {
-		return ge
-	}
-	return &netError{text: describe(err), err: err}
-}
-
-// A netError is a network error with a stable text.
-type netError struct {
-	text string
-	err  error
-}
-
-func (e *netError) Error() string { return e.text }
-func (e *netError) Unwrap() error { return e.err }
-
-// describe returns a stable text for a network error: "unreachable: ..."
-// when no connection could be made, "connection lost: ..." when one broke,
-// "connection closed without an answer" when the server hung up.
-func describe(err error) string {
-	var (
-		dns *net.DNSError
-		op  *net.OpError
-		ue  *url.Error
-	)
-	switch {
-	case errors.As(err, &dns):
-		return "unreachable: cannot resolve " + dns.Name + ": " + dns.Err
-	case errors.As(err, &op):
-		what := "connection lost: "
-		if op.Op == "dial" {
-			what = "unreachable: "
-		}
-		var se *os.SyscallError
-		if errors.As(op.Err, &se) {
-			return what + se.Err.Error()
-		}
-		return what + op.Err.Error()
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed without an answer"
-	case errors.As(err, &ue):
-		return ue.Err.Error()
-	}
-	return err.Error()
-}
-
-// snippet returns the start of an error page, for error messages.
-func snippet(b []byte) string {
-	const n = 100
-	s := string(b)
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
 }
