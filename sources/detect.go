@@ -10,6 +10,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi"
+	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/logind"
@@ -33,6 +34,9 @@ type Config struct {
 	// GCE configures the gcemeta source, if it applies.
 	GCE gcemeta.Config
 
+	// Azure configures the azure source, if it applies.
+	Azure azure.Config
+
 	// ACPI configures the acpi source, if it applies.
 	ACPI acpi.Config
 
@@ -55,6 +59,8 @@ type Config struct {
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT, unless AWS_EC2_METADATA_DISABLED
 //     is true;
 //   - gcemeta: on GCE, or when GCE_METADATA_HOST or GCE.Host is set;
+//   - azure: on Azure, or when AZURE_METADATA_ENDPOINT or Azure.Endpoint
+//     is set;
 //   - acpi: on Linux only, when a power-button transport is available: the
 //     kernel's acpi_event netlink family, acpid's socket, or an input
 //     device with KEY_POWER;
@@ -80,8 +86,8 @@ type Config struct {
 // A Nitro EC2 instance has "Amazon EC2" as its system or board vendor
 // (Windows: also as its BIOS vendor); a Xen one a UUID starting with "ec2"
 // (Linux) or a BIOS version ending in ".amazon" (Windows). A GCE instance
-// has the product name "Google Compute Engine" or "Google". No source
-// watches Azure yet.
+// has the product name "Google Compute Engine" or "Google". An Azure VM
+// has the chassis asset tag 7783-7084-3265-9085-8269-3286-77.
 //
 // A source whose configuration is wrong (an endpoint that is not a URL,
 // an interval below the floor, an acpid socket that is not there) is
@@ -122,6 +128,7 @@ var known = []kind{
 	{signal.Name, func(c Config) termsig.Source { return signal.New(c.Signals...) }, nil},
 	{imds.Name, func(c Config) termsig.Source { return imds.New(imdsConfig(c)) }, availableOf},
 	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }, availableOf},
+	{azure.Name, func(c Config) termsig.Source { return azure.New(azureConfig(c)) }, availableOf},
 	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }, availableOf},
 	{logind.Name, func(c Config) termsig.Source { return logind.New(logindConfig(c)) }, availableOf},
 }
@@ -182,6 +189,13 @@ func gceConfig(cfg Config) gcemeta.Config {
 	gc := cfg.GCE
 	inherit(&gc.Logger, &gc.Root, cfg)
 	return gc
+}
+
+// azureConfig is cfg.Azure with cfg's Logger and Root where it has none.
+func azureConfig(cfg Config) azure.Config {
+	ac := cfg.Azure
+	inherit(&ac.Logger, &ac.Root, cfg)
+	return ac
 }
 
 // acpiConfig is cfg.ACPI with cfg's Logger and Root where it has none

@@ -14,6 +14,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi/acpitest"
+	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/logind"
@@ -30,7 +31,7 @@ func names(cfg sources.Config) []string {
 
 // clean clears the environment variables that steer detection.
 func clean(t *testing.T) {
-	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS"} {
+	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS", "AZURE_METADATA_ENDPOINT"} {
 		t.Setenv(k, "")
 	}
 }
@@ -62,6 +63,10 @@ func TestDetect(t *testing.T) {
 		{name: "gce", dmi: map[string]string{"product_name": "Google Compute Engine"}, want: []string{"signal", "gcemeta"}},
 		{name: "gce host env", env: map[string]string{"GCE_METADATA_HOST": "127.0.0.1:1"}, want: []string{"signal", "gcemeta"}},
 		{name: "gce host config", cfg: sources.Config{GCE: gcemeta.Config{Host: "127.0.0.1:1"}}, want: []string{"signal", "gcemeta"}},
+		{name: "azure", dmi: map[string]string{"chassis_asset_tag": "7783-7084-3265-9085-8269-3286-77"}, want: []string{"signal", "azure"}},
+		{name: "azure endpoint env", env: map[string]string{"AZURE_METADATA_ENDPOINT": "http://127.0.0.1:1"}, want: []string{"signal", "azure"}},
+		{name: "azure endpoint config", cfg: sources.Config{Azure: azure.Config{Endpoint: "http://127.0.0.1:1"}}, want: []string{"signal", "azure"}},
+		{name: "hyper-v is not azure", dmi: map[string]string{"sys_vendor": "Microsoft Corporation", "product_name": "Virtual Machine"}, want: []string{"signal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clean(t)
@@ -88,8 +93,8 @@ func TestByName(t *testing.T) {
 
 	_, err = sources.ByName(sources.Config{}, "signal", "signal")
 	assert.ErrorContains(t, err, `"signal" named twice`)
-	_, err = sources.ByName(sources.Config{}, "azure")
-	assert.ErrorContains(t, err, `unknown source "azure" (known: signal, imds, gcemeta, acpi, logind)`)
+	_, err = sources.ByName(sources.Config{}, "nosuch")
+	assert.ErrorContains(t, err, `unknown source "nosuch" (known: signal, imds, gcemeta, azure, acpi, logind)`)
 
 	srcs, err = sources.ByName(sources.Config{}, "gcemeta", "acpi")
 	require.NoError(t, err)

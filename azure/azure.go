@@ -1,0 +1,188 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/backoff"
+	"github.com/termsig/termsig/internal/host"
+	"github.com/termsig/termsig/internal/httpguard"
+)
+
+// Name is the name of the source, in notices and in Notifier.Status.
+const Name = "azure"
+
+// The paths the source reads, below the endpoint, and their API versions.
+const (
+	PathScheduledEvents = "/metadata/scheduledevents"
+	PathVMName          = "/metadata/instance/compute/name"
+
+	eventsQuery = "?api-version=2020-07-01"
+	nameQuery   = "?api-version=2021-02-01&format=text"
+)
+
+// maxBody bounds what is read of an answer.
+const maxBody = 1 << 20
+
+// A Source watches Azure's Scheduled Events for this VM: preemption of a
+// spot VM, deletion, redeployment, reboot, freeze. Create it with [New].
+// A Source may be watched by one Notifier at a time; see the package
+// documentation.
+type Source struct {
+	cfg Config
+
+	mu       sync.Mutex
+	current  map[string]tracked // the events of this VM in the last document, by EventId
+	acked    map[string]bool    // EventIds acknowledged by Release
+	watching bool
+}
+
+// A tracked event is what the source reported of it.
+type tracked struct {
+	key      string    // EventType and NotBefore: a new notice when it changes
+	deadline time.Time // of its notice
+}
+
+// New returns a Source configured by cfg. It does not check cfg: Watch
+// does.
+func New(cfg Config) *Source { return &Source{cfg: cfg} }
+
+// Name returns "azure".
+func (s *Source) Name() string { return Name }
+
+// ReportsReady returns false: the first look needs the network (and the
+// first call on a VM can take two minutes), so termsig.New does not wait
+// for it. Watch calls termsig.Ready once the scheduled events have
+// answered once, or failed once.
+func (s *Source) ReportsReady() bool { return false }
+
+// Available returns, without touching the network, the error that Watch
+// would return at once, or nil: an error that does not wrap
+// termsig.ErrUnavailable if the Config cannot work; nil when an endpoint
+// is configured (Config.Endpoint or AZURE_METADATA_ENDPOINT) or the
+// firmware has Azure's chassis asset tag (DMI on Linux, SMBIOS through
+// the registry on Windows); otherwise an error wrapping
+// termsig.ErrUnavailable.
+func (s *Source) Available() error {
+	if err := s.cfg.validate(); err != nil {
+		return err
+	}
+	if _, from := s.cfg.endpoint(); from != "" {
+		return nil
+	}
+	if !host.Detect(s.cfg.withDefaults().Root, nil).Azure {
+		return fmt.Errorf("azure: not an Azure VM (by its firmware) and no endpoint configured: %w", termsig.ErrUnavailable)
+	}
+	return nil
+}
+
+// Watch polls the scheduled events until ctx is done; see the package
+// documentation for what it sends. It returns at once an error wrapping
+// termsig.ErrUnavailable when [Source.Available] says so, and another
+// error, starting "azure: ", when the Config cannot work.
+func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+	if err := s.Available(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.watching {
+		s.mu.Unlock()
+		return fmt.Errorf("azure: Source watched by two Notifiers at once")
+	}
+	s.watching, s.current, s.acked = true, map[string]tracked{}, map[string]bool{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watching = false
+		s.mu.Unlock()
+	}()
+	w := s.newWatcher(ctx, out)
+	defer w.close()
+	w.run(ctx)
+	return ctx.Err()
+}
+
+// Release acknowledges the event of n, so that Azure starts it now instead
+// of at its NotBefore time: POST {"StartRequests":[{"EventId":…}]}. Call
+// it once the VM is ready for the event (its work handed back); see
+// termsig.Releaser. An event that is no longer scheduled, or was
+// acknowledged already, or a Cleared notice, is left alone (nil). The
+// request is retried until it succeeds or ctx is done; the error then
+// says why. Stop never acknowledges anything.
+func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
+	if n.Source != Name {
+		return fmt.Errorf("azure: release of a notice of source %q", n.Source)
+	}
+	s.mu.Lock()
+	_, scheduled := s.current[n.Event]
+	done := s.acked[n.Event]
+	s.mu.Unlock()
+	if n.Kind == termsig.Cleared || !scheduled || done {
+		return nil
+	}
+	if err := s.acknowledge(ctx, n.Event); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.acked[n.Event] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// acknowledge posts a StartRequest for id until it succeeds or ctx ends.
+func (s *Source) acknowledge(ctx context.Context, id string) error {
+	c := s.cfg.withDefaults()
+	base, _ := c.endpoint()
+	tr := httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
+	defer tr.CloseIdleConnections()
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: tr}
+	}
+	hc = httpguard.Guard(hc, maxBody)
+	body, _ := json.Marshal(map[string][]map[string]string{"StartRequests": {{"EventId": id}}})
+	bo := backoff.Backoff{Base: c.Interval, Max: c.MaxBackoff, Jitter: true}
+	for {
+		err := post(ctx, hc, base+PathScheduledEvents+eventsQuery, body, c.Timeout)
+		if err == nil {
+			return nil
+		}
+		if !backoff.Sleep(ctx, bo.Next()) {
+			return fmt.Errorf("azure: acknowledge event %s: %w (%w)", id, err, ctx.Err())
+		}
+	}
+}
+
+// post sends one acknowledgement.
+func post(ctx context.Context, hc *http.Client, url string, body []byte, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Metadata", "true")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	if err != nil {
+		return httpguard.Stable(ctx, rctx, err, timeout)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d: %s", res.StatusCode, httpguard.Snippet(b))
+	}
+	return nil
+}
+
+var (
+	_ termsig.ReadyReporter = (*Source)(nil)
+	_ termsig.Releaser      = (*Source)(nil)
+)

@@ -1,0 +1,82 @@
+// Package azure reports Azure's Scheduled Events for this VM as termsig
+// notices: a spot VM's eviction, its deletion, a redeployment, a reboot, a
+// freeze.
+//
+// Azure announces what it is about to do to a VM in the instance metadata
+// service: GET http://169.254.169.254/metadata/scheduledevents with the
+// header "Metadata: true" answers {"DocumentIncarnation": n, "Events":
+// [...]}, each event with its EventId, EventType, the Resources (VM
+// names) it concerns, its EventStatus (Scheduled, then Started) and
+// NotBefore, the time it may start (RFC 1123, empty once it has started).
+// A spot VM gets Preempt at least 30 s ahead; Freeze and Reboot come 15
+// minutes ahead, Redeploy 10.
+//
+// # Notices
+//
+// The source polls the document every [Config.Interval] (1 s) and sends,
+// for each event whose Resources name this VM (Config.VMName, or the name
+// the metadata service gives, read once when Watch starts):
+//
+//   - Preempt, Terminate, Redeploy: [termsig.Terminate];
+//   - Reboot: [termsig.Reboot];
+//   - Freeze: [termsig.Maintenance] (the VM pauses for seconds);
+//   - Event: the EventId; Deadline: NotBefore, or, for an event already
+//     Started (no NotBefore), when it was seen so; Reason: the type, the
+//     status and the description; Raw: the event as sent.
+//
+// Each EventId is reported once, and again only when its EventType or
+// NotBefore changes (a Scheduled event that starts has its NotBefore
+// emptied: a second notice, with Deadline now). An event that leaves the
+// document gives [termsig.Cleared] with its Event. Events for other VMs
+// (the document is the same for the whole availability set) are never
+// notices. A document whose DocumentIncarnation has not changed is not
+// looked at again.
+//
+// # Acknowledging: Release
+//
+// The source is a [termsig.Releaser]: termsig.Notifier.Release with a
+// notice acknowledges its event (POST {"StartRequests":[{"EventId":…}]}),
+// so that Azure starts it now instead of waiting for NotBefore: the VM
+// goes (or reboots) as soon as its work is handed back. The request is
+// retried until it succeeds or Release's context ends. An event that is
+// no longer in the document, or was acknowledged already, is left alone.
+// Stop acknowledges nothing.
+//
+// # First call
+//
+// The first call of the scheduled events on a VM enables the service and
+// can take up to two minutes: requests wait up to [Config.FirstTimeout]
+// (130 s) until the service has answered once, and [Config.Timeout] (2 s)
+// after. [termsig.Notifier.Ready] therefore can take that long on a fresh
+// VM; termsig.New does not wait for it ([Source.ReportsReady] is false).
+//
+// # Failures
+//
+// Nothing the service (or something in its place) sends wrong makes a
+// notice: an unreachable service, a 400 (the Metadata header missing, a
+// proxy in between), 5xx, an answer that is late, endless (cut off past
+// 1 MiB), truncated, not JSON, or JSON that is not a scheduled-events
+// document. Each is retried, with a backoff that doubles from Interval up
+// to [Config.MaxBackoff], and shows in Notifier.Status through
+// termsig.ReportError (in a few words that do not change from request to
+// request; the Notifier logs each change). An event of an unknown
+// EventType or EventStatus, or without a usable EventId, is not reported
+// and shows in Status the same way; an unparsable NotBefore gives a
+// notice without a Deadline, and shows too. Redirects are refused and no
+// proxy is used: the metadata service answers only direct requests.
+//
+// # Where it applies
+//
+// [Source.Available] and Watch return an error wrapping
+// termsig.ErrUnavailable, without a network probe, unless the firmware
+// has Azure's chassis asset tag (7783-7084-3265-9085-8269-3286-77; DMI on
+// Linux, SMBIOS through the registry on Windows) or an endpoint is
+// configured ([Config.Endpoint] or the environment variable
+// AZURE_METADATA_ENDPOINT, see [EndpointEnv]).
+//
+// # Testing
+//
+// Package azuretest is a fake metadata service, with settable events,
+// the header check, acknowledgements recorded, the enabling delay and
+// injected faults.
+package azure

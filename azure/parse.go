@@ -1,0 +1,164 @@
+package azure
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/termsig/termsig"
+)
+
+// A document is the scheduled-events answer.
+type document struct {
+	Incarnation int64
+	Events      []event
+}
+
+// An event is one scheduled event as the service sends it.
+type event struct {
+	EventID           string   `json:"EventId"`
+	EventType         string   `json:"EventType"`
+	ResourceType      string   `json:"ResourceType"`
+	Resources         []string `json:"Resources"`
+	EventStatus       string   `json:"EventStatus"`
+	NotBefore         string   `json:"NotBefore"`
+	Description       string   `json:"Description"`
+	EventSource       string   `json:"EventSource"`
+	DurationInSeconds int64    `json:"DurationInSeconds"`
+
+	raw json.RawMessage // as received, for Notice.Raw
+}
+
+// maxEvents bounds the events of one document that are looked at; Azure
+// lists a handful at most.
+const maxEvents = 1000
+
+// maxRaw bounds Notice.Raw.
+const maxRaw = 4 << 10
+
+// errNotDocument is an answer that parses as JSON but is not a
+// scheduled-events document.
+var errNotDocument = errors.New("answer is not a scheduled-events document (no DocumentIncarnation or Events)")
+
+// parseDocument reads a scheduled-events document. It is strict about
+// the shape (DocumentIncarnation and Events must be there), so that a
+// JSON answer from something else is an error, not "no events".
+func parseDocument(body []byte) (document, error) {
+	var d struct {
+		Incarnation *int64            `json:"DocumentIncarnation"`
+		Events      *[]json.RawMessage `json:"Events"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return document{}, fmt.Errorf("answer is not JSON: %w", shorten(err))
+	}
+	if d.Incarnation == nil || d.Events == nil {
+		return document{}, errNotDocument
+	}
+	if len(*d.Events) > maxEvents {
+		return document{}, fmt.Errorf("answer lists %d events (more than %d)", len(*d.Events), maxEvents)
+	}
+	doc := document{Incarnation: *d.Incarnation, Events: make([]event, 0, len(*d.Events))}
+	for i, raw := range *d.Events {
+		var e event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return document{}, fmt.Errorf("event %d is not an event: %w", i, shorten(err))
+		}
+		e.raw = raw
+		doc.Events = append(doc.Events, e)
+	}
+	return doc, nil
+}
+
+// shorten keeps a JSON error's text short and stable.
+func shorten(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return errors.New("syntax error")
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s is a JSON %s", te.Field, te.Value)
+	}
+	return err
+}
+
+// The event types and what each is to the VM.
+var kinds = map[string]termsig.Kind{
+	"Preempt":   termsig.Terminate, // a spot VM evicted
+	"Terminate": termsig.Terminate, // the VM deleted (scale-in, user)
+	"Redeploy":  termsig.Terminate, // moved to another host: its disk's temporary data lost
+	"Reboot":    termsig.Reboot,
+	"Freeze":    termsig.Maintenance, // paused for seconds, memory kept
+}
+
+// forVM reports whether e concerns the VM named vm. Names compare without
+// regard to case, as Azure's resource names do.
+func (e event) forVM(vm string) bool {
+	if e.ResourceType != "" && !strings.EqualFold(e.ResourceType, "VirtualMachine") {
+		return false
+	}
+	for _, r := range e.Resources {
+		if strings.EqualFold(r, vm) {
+			return true
+		}
+	}
+	return false
+}
+
+// check returns why e cannot be reported, or nil.
+func (e event) check() error {
+	switch {
+	case e.EventID == "" || len(e.EventID) > 256:
+		return errors.New("an event without a usable EventId")
+	case kinds[e.EventType] == 0:
+		return fmt.Errorf("event %s: unknown EventType %q", e.EventID, clip(e.EventType))
+	case e.EventStatus != "Scheduled" && e.EventStatus != "Started":
+		return fmt.Errorf("event %s: unknown EventStatus %q", e.EventID, clip(e.EventStatus))
+	}
+	return nil
+}
+
+// clip shortens an outside string for an error text.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return s
+}
+
+// notBefore parses NotBefore, an RFC 1123 time ("Mon, 19 Sep 2016
+// 18:29:47 GMT"); empty (once the event has started) gives the zero time.
+func (e event) notBefore() (time.Time, error) {
+	if e.NotBefore == "" {
+		return time.Time{}, nil
+	}
+	t, err := http.ParseTime(e.NotBefore)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("event %s: NotBefore %q is not an RFC 1123 time", e.EventID, clip(e.NotBefore))
+	}
+	return t, nil
+}
+
+// notice is the notice of e, seen at now, due at deadline.
+func (e event) notice(now, deadline time.Time) termsig.Notice {
+	raw := string(e.raw)
+	if len(raw) > maxRaw {
+		raw = raw[:maxRaw]
+	}
+	reason := e.EventType + " " + strings.ToLower(e.EventStatus)
+	if d := strings.TrimSpace(e.Description); d != "" {
+		reason += ": " + clip(d)
+	}
+	return termsig.Notice{
+		Source:   Name,
+		Kind:     kinds[e.EventType],
+		Event:    e.EventID,
+		Reason:   reason,
+		Deadline: deadline,
+		Observed: now,
+		Raw:      raw,
+	}
+}

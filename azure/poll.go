@@ -1,0 +1,206 @@
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/backoff"
+	"github.com/termsig/termsig/internal/health"
+	"github.com/termsig/termsig/internal/httpguard"
+)
+
+// The parts of the source's health (see internal/health).
+const (
+	partService = iota // the requests and the answers' shape
+	partContent        // what the events say (unknown types, bad times)
+	parts
+)
+
+// A watcher is one Watch.
+type watcher struct {
+	s      *Source
+	cfg    Config // with the defaults applied
+	log    *slog.Logger
+	base   string // the endpoint, without a trailing slash
+	hc     *http.Client
+	tr     *http.Transport // the source's own, closed at the end; nil for the caller's
+	out    chan<- termsig.Notice
+	health *health.Parts
+
+	vm          string // this VM's name
+	answered    bool   // the scheduled events answered once: Timeout from now on
+	incarnation int64  // of the last document acted on
+	acted       bool   // a document was acted on
+}
+
+func (s *Source) newWatcher(ctx context.Context, out chan<- termsig.Notice) *watcher {
+	c := s.cfg.withDefaults()
+	base, _ := c.endpoint()
+	w := &watcher{s: s, cfg: c, log: c.Logger, base: strings.TrimRight(base, "/"), out: out, vm: c.VMName,
+		health: health.New(ctx, parts)}
+	w.hc = c.HTTPClient
+	if w.hc == nil {
+		w.tr = httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
+		w.hc = &http.Client{Transport: w.tr}
+	}
+	w.hc = httpguard.Guard(w.hc, maxBody)
+	return w
+}
+
+func (w *watcher) close() {
+	if w.tr != nil {
+		w.tr.CloseIdleConnections()
+	}
+}
+
+// run learns the VM's name, then polls the scheduled events until ctx is
+// done. Requests are spaced by Interval, start to start, and after a
+// failure by a backoff that doubles up to MaxBackoff.
+func (w *watcher) run(ctx context.Context) {
+	bo := backoff.Backoff{Base: w.cfg.Interval, Max: max(w.cfg.MaxBackoff, w.cfg.Interval), Jitter: true}
+	var next time.Time
+	for backoff.Until(ctx, next) {
+		start := time.Now()
+		err := w.once(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.health.Set(partService, err)
+		w.health.Looked(partService) // the first look: an answer or a failure
+		w.health.Looked(partContent)
+		if err != nil {
+			next = time.Now().Add(bo.Next())
+			continue
+		}
+		bo.Reset()
+		next = start.Add(w.cfg.Interval)
+	}
+}
+
+// once makes one step: reads the VM's name if it is not known yet, else
+// polls the scheduled events and hands over what changed.
+func (w *watcher) once(ctx context.Context) error {
+	if w.vm == "" {
+		name, err := w.get(ctx, PathVMName+nameQuery, w.cfg.Timeout)
+		if err != nil {
+			return fmt.Errorf("azure: VM name: %w", err)
+		}
+		if w.vm = strings.TrimSpace(string(name)); w.vm == "" || len(w.vm) > 256 {
+			w.vm = ""
+			return errors.New("azure: VM name: empty or too long")
+		}
+		w.log.Debug("azure: watching the scheduled events of this VM", "vm", w.vm)
+	}
+	timeout := w.cfg.Timeout
+	if !w.answered {
+		timeout = w.cfg.FirstTimeout // the service may be enabling itself
+	}
+	body, err := w.get(ctx, PathScheduledEvents+eventsQuery, timeout)
+	if err != nil {
+		return fmt.Errorf("azure: scheduled events: %w", err)
+	}
+	doc, err := parseDocument(body)
+	if err != nil {
+		return fmt.Errorf("azure: scheduled events: %w", err)
+	}
+	w.answered = true
+	if w.acted && doc.Incarnation == w.incarnation {
+		return nil // nothing changed
+	}
+	notices, problem := w.s.update(doc, w.vm, time.Now(), w.log)
+	w.health.Set(partContent, problem)
+	for _, nt := range notices {
+		select {
+		case w.out <- nt:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.incarnation, w.acted = doc.Incarnation, true
+	return nil
+}
+
+// get reads path (with its query) and returns the body of a 200 answer.
+func (w *watcher) get(ctx context.Context, path string, timeout time.Duration) ([]byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, w.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Metadata", "true")
+	res, err := w.hc.Do(req)
+	if err != nil {
+		return nil, httpguard.Stable(ctx, rctx, err, timeout)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body) // cut off past maxBody by the guard
+	if err != nil {
+		return nil, httpguard.Stable(ctx, rctx, err, timeout)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", res.StatusCode, httpguard.Snippet(body))
+	}
+	return body, nil
+}
+
+// update takes doc, seen at now, as the events of the VM vm: it returns
+// the notices of what changed since the last document, and the problem
+// with events it could not report (nil if none).
+func (s *Source) update(doc document, vm string, now time.Time, log *slog.Logger) ([]termsig.Notice, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var notices []termsig.Notice
+	var problems []error
+	next := map[string]tracked{}
+	for _, e := range doc.Events {
+		if !e.forVM(vm) {
+			log.Debug("azure: an event for other resources", "event", clip(e.EventID), "resources", len(e.Resources))
+			continue
+		}
+		if err := e.check(); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if _, dup := next[e.EventID]; dup {
+			continue
+		}
+		nb, err := e.notBefore()
+		if err != nil {
+			problems = append(problems, err)
+		}
+		key := e.EventType + "|" + e.NotBefore
+		prev, known := s.current[e.EventID]
+		if known && prev.key == key {
+			next[e.EventID] = prev
+			continue
+		}
+		deadline := nb
+		if e.EventStatus == "Started" && nb.IsZero() {
+			deadline = now // under way: no time left
+		}
+		next[e.EventID] = tracked{key: key, deadline: deadline}
+		notices = append(notices, e.notice(now, deadline))
+	}
+	var gone []string
+	for id := range s.current {
+		if _, ok := next[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone)
+	for _, id := range gone {
+		notices = append(notices, termsig.Notice{Source: Name, Kind: termsig.Cleared, Event: id, Reason: "no longer scheduled", Observed: now})
+		delete(s.acked, id)
+	}
+	s.current = next
+	return notices, errors.Join(problems...)
+}
