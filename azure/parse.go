@@ -48,7 +48,7 @@ var errNotDocument = errors.New("answer is not a scheduled-events document (no D
 // JSON answer from something else is an error, not "no events".
 func parseDocument(body []byte) (document, error) {
 	var d struct {
-		Incarnation *int64            `json:"DocumentIncarnation"`
+		Incarnation *int64             `json:"DocumentIncarnation"`
 		Events      *[]json.RawMessage `json:"Events"`
 	}
 	if err := json.Unmarshal(body, &d); err != nil {
