@@ -47,7 +47,7 @@ func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 		case nt := <-n.C():
 			if !o.wants(nt) {
 				log.Debug("watch: notice filtered out by --kinds", "notice", nt)
-				releaseNow(n.Release, nt, log)
+				letGo(n.Release, nt, log)
 				continue
 			}
 			ended = o.ends(nt)

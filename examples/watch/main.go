@@ -31,6 +31,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -188,6 +189,9 @@ func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
 		Logger: log,
 		IMDS:   imds.Config{Interval: o.imdsEvery},
 		ACPI:   acpi.Config{AcpidSocket: o.acpidSocket},
+		// Print mode hands a line to its reader and has nothing to wait
+		// for: it does not hold the host's shutdowns.
+		Logind: logind.Config{NoLock: o.exec == "" && len(o.cmd) == 0},
 	}
 	var srcs []termsig.Source
 	if o.sources == "auto" {
@@ -232,8 +236,9 @@ func newNotifier(srcs []termsig.Source, log *slog.Logger) *termsig.Notifier {
 
 // releaseNow tells nt's source that watch is done with it
 // (termsig.Notifier.Release): logind's delay lock then lets the shutdown
-// go on at once instead of holding it until its delay runs out. release
-// may be nil (unit tests): nothing to tell.
+// go on at once instead of holding it until its delay runs out, and
+// Azure starts the event now. release may be nil (unit tests): nothing
+// to tell.
 func releaseNow(release func(context.Context, termsig.Notice) error, nt termsig.Notice, log *slog.Logger) {
 	if release == nil {
 		return
@@ -245,6 +250,17 @@ func releaseNow(release func(context.Context, termsig.Notice) error, nt termsig.
 		return
 	}
 	log.Debug("watch: released the notice", "notice", nt)
+}
+
+// letGo releases a notice that watch does not act on, if its source only
+// holds the platform back (logind's lock): the shutdown need not wait for
+// a cleanup that is not coming. A source whose Release asks the platform
+// to start an event early (Azure) is left alone: not acting on an event
+// is no reason to bring it forward.
+func letGo(release func(context.Context, termsig.Notice) error, nt termsig.Notice, log *slog.Logger) {
+	if nt.Source == logind.Name {
+		releaseNow(release, nt, log)
+	}
 }
 
 // nothingRuns reports, once every source has had its first look, whether

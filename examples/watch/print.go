@@ -30,14 +30,9 @@ func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logg
 		}
 		if !o.wants(nt) {
 			log.Debug("watch: notice filtered out by --kinds", "notice", nt)
-			releaseNow(n.Release, nt, log)
 			continue
 		}
-		err := printOne(w, o.format, nt)
-		// Printed, watch has done what it can: the reader of the line
-		// cannot hold the shutdown through it.
-		releaseNow(n.Release, nt, log)
-		if err != nil {
+		if err := printOne(w, o.format, nt); err != nil {
 			log.Error("watch: cannot write the notice", "err", err)
 			return exitFailed
 		}

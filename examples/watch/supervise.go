@@ -137,7 +137,7 @@ func (s *supervisor) send(sig syscall.Signal) {
 func (s *supervisor) notice(nt termsig.Notice) {
 	if !s.o.wants(nt) || !nt.Kind.Imminent() {
 		s.log.Info("watch: notice", "notice", nt, "acted", false)
-		releaseNow(s.release, nt, s.log)
+		letGo(s.release, nt, s.log)
 		return
 	}
 	at := s.killTime(nt)
