@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -139,7 +140,7 @@ func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
 // acknowledge posts a StartRequest for id until it succeeds or ctx ends.
 func (s *Source) acknowledge(ctx context.Context, id string) error {
 	c := s.cfg.withDefaults()
-	base, _ := c.endpoint()
+	base := c.base()
 	tr := httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
 	defer tr.CloseIdleConnections()
 	hc := c.HTTPClient
@@ -149,13 +150,20 @@ func (s *Source) acknowledge(ctx context.Context, id string) error {
 	hc = httpguard.Guard(hc, maxBody)
 	body, _ := json.Marshal(map[string][]map[string]string{"StartRequests": {{"EventId": id}}})
 	bo := backoff.Backoff{Base: c.Interval, Max: c.MaxBackoff, Jitter: true}
+	var last error // what went wrong; not the end of ctx, which ends the last try
 	for {
 		err := post(ctx, hc, base+PathScheduledEvents+eventsQuery, body, c.Timeout)
 		if err == nil {
 			return nil
 		}
-		if !backoff.Sleep(ctx, bo.Next()) {
-			return fmt.Errorf("azure: acknowledge event %s: %w (%w)", id, err, ctx.Err())
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		if ctx.Err() != nil || !backoff.Sleep(ctx, bo.Next()) {
+			if errors.Is(last, ctx.Err()) {
+				return fmt.Errorf("azure: acknowledge event %s: %w", id, last)
+			}
+			return fmt.Errorf("azure: acknowledge event %s: %w (%w)", id, last, ctx.Err())
 		}
 	}
 }

@@ -119,13 +119,21 @@ func (c Config) endpoint() (base, from string) {
 	return DefaultEndpoint, ""
 }
 
+// base returns the endpoint without a trailing slash, for the paths to
+// follow.
+func (c Config) base() string {
+	b, _ := c.endpoint()
+	return strings.TrimRight(b, "/")
+}
+
 // validate returns what makes c unable to work, or nil. Every error
 // starts "azure: " and names the field.
 func (c Config) validate() error {
 	if base, from := c.endpoint(); from != "" {
 		u, err := url.Parse(base)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
-			return fmt.Errorf("azure: %s %q is not an absolute http or https URL with a host and no path", from, base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" ||
+			strings.ContainsAny(base, "?#") || u.User != nil {
+			return fmt.Errorf("azure: %s %q is not an absolute http or https URL with a host and no path, query or fragment", from, base)
 		}
 	}
 	for _, d := range []struct {

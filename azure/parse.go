@@ -52,6 +52,10 @@ func parseDocument(body []byte) (document, error) {
 		Events      *[]json.RawMessage `json:"Events"`
 	}
 	if err := json.Unmarshal(body, &d); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return document{}, fmt.Errorf("%w: %w", errNotDocument, shorten(err))
+		}
 		return document{}, fmt.Errorf("answer is not JSON: %w", shorten(err))
 	}
 	if d.Incarnation == nil || d.Events == nil {
@@ -80,6 +84,9 @@ func shorten(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Errorf("a JSON %s", te.Value)
+		}
 		return fmt.Errorf("%s is a JSON %s", te.Field, te.Value)
 	}
 	return err
@@ -112,11 +119,11 @@ func (e event) forVM(vm string) bool {
 func (e event) check() error {
 	switch {
 	case e.EventID == "" || len(e.EventID) > 256:
-		return errors.New("an event without a usable EventId")
+		return errors.New("azure: an event without a usable EventId")
 	case kinds[e.EventType] == 0:
-		return fmt.Errorf("event %s: unknown EventType %q", e.EventID, clip(e.EventType))
+		return fmt.Errorf("azure: event %s: unknown EventType %q", clip(e.EventID), clip(e.EventType))
 	case e.EventStatus != "Scheduled" && e.EventStatus != "Started":
-		return fmt.Errorf("event %s: unknown EventStatus %q", e.EventID, clip(e.EventStatus))
+		return fmt.Errorf("azure: event %s: unknown EventStatus %q", clip(e.EventID), clip(e.EventStatus))
 	}
 	return nil
 }
@@ -137,7 +144,7 @@ func (e event) notBefore() (time.Time, error) {
 	}
 	t, err := http.ParseTime(e.NotBefore)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("event %s: NotBefore %q is not an RFC 1123 time", e.EventID, clip(e.NotBefore))
+		return time.Time{}, fmt.Errorf("azure: event %s: NotBefore %q is not an RFC 1123 time", clip(e.EventID), clip(e.NotBefore))
 	}
 	return t, nil
 }

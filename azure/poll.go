@@ -43,8 +43,7 @@ type watcher struct {
 
 func (s *Source) newWatcher(ctx context.Context, out chan<- termsig.Notice) *watcher {
 	c := s.cfg.withDefaults()
-	base, _ := c.endpoint()
-	w := &watcher{s: s, cfg: c, log: c.Logger, base: strings.TrimRight(base, "/"), out: out, vm: c.VMName,
+	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), out: out, vm: c.VMName,
 		health: health.New(ctx, parts)}
 	w.hc = c.HTTPClient
 	if w.hc == nil {
@@ -107,17 +106,18 @@ func (w *watcher) once(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
+	w.answered = true // the service is enabled, whatever it said
 	doc, err := parseDocument(body)
 	if err != nil {
 		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
-	w.answered = true
 	if w.acted && doc.Incarnation == w.incarnation {
 		return nil // nothing changed
 	}
 	notices, problem := w.s.update(doc, w.vm, time.Now(), w.log)
 	w.health.Set(partContent, problem)
 	for _, nt := range notices {
+		w.log.Debug("azure: notice", "event", nt.Event, "notice", nt)
 		select {
 		case w.out <- nt:
 		case <-ctx.Done():

@@ -501,6 +501,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Path
 	if r.Method == http.MethodPost {
 		key = ackKey
+		// Read the body now (bounded): until it is read, net/http does
+		// not watch the connection, and a fault that holds the request
+		// would not see its client give up.
+		body, _ := io.ReadAll(io.LimitReader(r.Body, maxAckBody+1))
+		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	s.arrive()
 	defer s.count(key)

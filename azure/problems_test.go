@@ -1,0 +1,123 @@
+package azure_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/azure/azuretest"
+)
+
+// An event of this VM that cannot be reported (an EventType or
+// EventStatus the source does not know, no usable EventId) makes no
+// notice and shows in Status, naming what is wrong; the events beside it
+// are reported, and the source is healthy again once the document is
+// fixed.
+func TestEventsThatCannotBeReported(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bad  azuretest.Event
+		want string // in Status
+	}{
+		{"unknown EventType", azuretest.Event{EventID: "bad", EventType: "Explode"}, `azure: event bad: unknown EventType "Explode"`},
+		{"EventType in another case", azuretest.Event{EventID: "bad", EventType: "preempt"}, `azure: event bad: unknown EventType "preempt"`},
+		{"no EventType", azuretest.Event{EventID: "bad"}, `azure: event bad: unknown EventType ""`},
+		{"unknown EventStatus", azuretest.Event{EventID: "bad", EventType: "Reboot", EventStatus: "Completed"}, `azure: event bad: unknown EventStatus "Completed"`},
+		{"empty EventId", azuretest.Event{EventType: "Preempt"}, "azure: an event without a usable EventId"},
+		{"EventId too long", azuretest.Event{EventID: strings.Repeat("x", 257), EventType: "Preempt"}, "azure: an event without a usable EventId"},
+		{"long EventType clipped", azuretest.Event{EventID: "bad", EventType: strings.Repeat("Z", 100)}, `azure: event bad: unknown EventType "` + strings.Repeat("Z", 40) + `…"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, options{})
+			bad := tc.bad
+			bad.NotBefore = notBefore
+			marker := azuretest.Event{EventID: "marker", EventType: "Freeze", NotBefore: notBefore}
+			h.srv.SetEvents(bad, marker)
+			// The problem is reported before the notices of the same
+			// document are sent: by the marker's, Status has it.
+			assert.Equal(t, "marker", h.receive().Event)
+			st := h.status()
+			assert.Equal(t, termsig.StateRunning, st.State)
+			require.Error(t, st.Err)
+			assert.Equal(t, tc.want, st.Err.Error())
+			assert.Contains(t, h.failure(), tc.want)
+			h.polls(azuretest.PathScheduledEvents, 3)
+			h.quiet()
+			assert.Equal(t, 1, h.logs.Count(failing), "one log line for the problem, not one per poll")
+
+			fixed := bad
+			fixed.EventID, fixed.EventType, fixed.EventStatus = "fixed", "Reboot", ""
+			h.srv.SetEvents(fixed, marker)
+			nt := h.receive()
+			assert.Equal(t, "fixed", nt.Event)
+			assert.Equal(t, termsig.Reboot, nt.Kind)
+			h.recovered()
+			assert.NoError(t, h.status().Err)
+			h.polls(azuretest.PathScheduledEvents, 2)
+			assert.Empty(t, events(h.stopAndDrain()))
+		})
+	}
+}
+
+// Two problems in one document: both in Status.
+func TestSeveralProblems(t *testing.T) {
+	h := start(t, options{})
+	h.srv.SetEvents(
+		azuretest.Event{EventID: "b1", EventType: "Explode"},
+		azuretest.Event{EventID: "b2", EventType: "Reboot", EventStatus: "Paused"},
+		azuretest.Event{EventID: "marker", EventType: "Freeze", NotBefore: notBefore},
+	)
+	assert.Equal(t, "marker", h.receive().Event)
+	err := h.status().Err
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `event b1: unknown EventType "Explode"`)
+	assert.Contains(t, err.Error(), `event b2: unknown EventStatus "Paused"`)
+}
+
+// An event reported before that turns bad is no longer this VM's event
+// as far as the source can tell: Cleared, and the problem shown.
+func TestReportedEventTurnsBad(t *testing.T) {
+	h := start(t, options{})
+	h.srv.SetEvents(azuretest.Event{EventID: "e", EventType: "Reboot", NotBefore: notBefore})
+	assert.Equal(t, termsig.Reboot, h.receive().Kind)
+	h.srv.SetEvents(azuretest.Event{EventID: "e", EventType: "Reboot", EventStatus: "Completed", NotBefore: notBefore})
+	nt := h.receive()
+	assert.Equal(t, termsig.Cleared, nt.Kind)
+	assert.Equal(t, "e", nt.Event)
+	assert.ErrorContains(t, h.status().Err, `event e: unknown EventStatus "Completed"`)
+}
+
+// A NotBefore that is not an RFC 1123 time: the notice goes out without a
+// deadline (the event is real), and Status shows the problem. The fake
+// writes NotBefore from a time.Time, so the document is a fault body.
+func TestUnparsableNotBefore(t *testing.T) {
+	for _, nb := range []string{"tomorrow", "2026-11-30T10:02:00Z", "Mon, 30 Nov 2026 10:02:00"} {
+		t.Run(nb, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, options{})
+			h.polls(azuretest.PathScheduledEvents, 1)
+			h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Body: doc(100, event("odd", "Preempt", "Scheduled", nb))})
+			nt := h.receive()
+			assert.Equal(t, "odd", nt.Event)
+			assert.Equal(t, termsig.Terminate, nt.Kind)
+			assert.True(t, nt.Deadline.IsZero(), "deadline %v from %q", nt.Deadline, nb)
+			assert.Contains(t, nt.Raw, nb)
+			want := `azure: event odd: NotBefore "` + nb + `" is not an RFC 1123 time`
+			assert.EqualError(t, h.status().Err, want)
+			assert.Contains(t, h.failure(), want)
+			h.polls(azuretest.PathScheduledEvents, 3)
+			h.quiet()
+
+			// Fixed (the fake's own document, where the event is gone).
+			h.srv.ClearFaults()
+			gone := h.receive()
+			assert.Equal(t, termsig.Cleared, gone.Kind)
+			assert.Equal(t, "odd", gone.Event)
+			h.recovers()
+		})
+	}
+}
