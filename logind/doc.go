@@ -58,11 +58,14 @@
 //
 // logind refuses new locks while a shutdown is under way: a source that
 // connects then sends a Terminate notice at once (its Event is
-// "shutdown", since the type is not shown), held only if it kept a lock
-// from before. If logind refuses the lock for another reason (polkit's
+// "shutdown", since the type is not shown, and its Deadline is now, since
+// when logind began to wait is not known), held only if it kept a lock
+// from before. If no lock can be had for another reason (polkit's
 // org.freedesktop.login1.inhibit-delay-shutdown, which systemd's default
-// policy grants to everyone), the source still hears shutdowns; the
-// refusal shows in termsig.Notifier.Status and is logged once.
+// policy grants to everyone, says no; Inhibit does not answer), the
+// source still hears shutdowns; the failure shows in
+// termsig.Notifier.Status, is logged once, and the lock is tried again
+// with backoff.
 //
 // A lock holds every shutdown of the host until it is released, for up to
 // the delay: a program that only reports shutdowns, or that cannot release
@@ -80,7 +83,13 @@
 // the source listens on does not take file descriptors (the bus refuses
 // to pass it any), so a flood of messages that carry them cannot fill the
 // program's descriptor table. The lock is taken on a connection of its
-// own, closed after the call.
+// own, closed after the call; descriptors that anyone else sends that
+// connection meanwhile are closed as they come. (godbus takes a
+// message's descriptors in with its first bytes: an Inhibit answer cut
+// off half read when the call is abandoned would stay open. The source
+// lets an answer on its way in for 10 ms before it closes the connection,
+// which closed every lock in 400 trials of Stop at the moment of the
+// answer; a descriptor nested in a variant is not shown by godbus at all.)
 //
 // # Failures
 //
@@ -93,7 +102,9 @@
 // consumer meanwhile, subscribes again, takes a new lock, and catches up
 // with a shutdown that began or was cancelled meanwhile (logind's
 // PreparingForShutdown property). A new logind on the bus (it restarted)
-// is met the same way, at once, and its InhibitDelayMaxUSec is read again.
+// is met the same way, at once, on the same connection: its
+// InhibitDelayMaxUSec is read again, and signals it sent right after it
+// took the name wait until then.
 // A lock held across a reconnection is kept until the new one is taken.
 // Connecting and every call are bounded by [Config.CallTimeout], and Stop
 // ends any of them at once.

@@ -50,7 +50,9 @@ func (f *filter) DeliverSignal(_, _ string, sig *dbus.Signal) {
 		return
 	}
 	f.mu.Lock()
-	if len(f.queue) < maxQueued {
+	// NameOwnerChanged for logind is never dropped: it passed the bus's
+	// own check of the sender, and tells who to believe.
+	if len(f.queue) < maxQueued || sig.Name == nameOwnerChanged {
 		f.queue = append(f.queue, sig)
 	} else {
 		f.dropped++
@@ -74,6 +76,13 @@ func (f *filter) poke() {
 	}
 }
 
+// droppedCount returns how many signals the full queue dropped.
+func (f *filter) droppedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dropped
+}
+
 // take returns the queued signals and empties the queue.
 func (f *filter) take() []*dbus.Signal {
 	f.mu.Lock()
@@ -83,8 +92,25 @@ func (f *filter) take() []*dbus.Signal {
 	return q
 }
 
+// requeue puts sigs back at the front of the queue.
+func (f *filter) requeue(sigs []*dbus.Signal) {
+	if len(sigs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	f.queue = append(append([]*dbus.Signal(nil), sigs...), f.queue...)
+	f.mu.Unlock()
+	f.poke()
+}
+
 // setOwner records logind's unique name ("" when logind has left the bus).
 func (f *filter) setOwner(name string) { f.owner.Store(&name) }
+
+// gone reports whether logind has left the bus (and no new one came).
+func (f *filter) gone() bool {
+	o := f.owner.Load()
+	return o != nil && *o == ""
+}
 
 // ownerIs reports whether sender is logind's known unique name.
 func (f *filter) ownerIs(sender string) bool {

@@ -7,20 +7,38 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
-// listen hears signals and sends notices until the connection ends or
-// logind changes (an error), or ctx is done (nil). It reads signals while
-// a notice waits for the consumer, so that the filter's queue stays short,
-// and takes a new lock after a cancelled shutdown once the Cleared notice
-// is handed over.
+// listen hears signals and sends notices until the connection ends (an
+// error) or ctx is done (nil). It reads signals while a notice waits for
+// the consumer, so that the filter's queue stays short; takes a new lock
+// after a cancelled shutdown once the Cleared notice is handed over, and
+// again after a backoff when the last try failed; and meets a new logind
+// on the same connection.
 func (w *watcher) listen(ctx context.Context) error {
+	bo := backoff.Backoff{Base: w.cfg.backoff, Max: w.cfg.maxBackoff, Jitter: true}
+	retry := time.NewTimer(0)
+	<-retry.C
+	defer retry.Stop()
 	for {
-		if w.needLock && len(w.pending) == 0 {
-			if err := w.takeLock(ctx); err != nil {
-				return err // the bus failed under the call: start again
+		if w.renew {
+			if err := w.meet(ctx); err != nil {
+				return err
 			}
 			w.reportLock(ctx)
+		}
+		if w.needLock && len(w.pending) == 0 {
+			if err := w.takeLock(ctx); err != nil {
+				return err
+			}
+			w.reportLock(ctx)
+		}
+		if w.retryLock {
+			w.retryLock = false
+			retry.Reset(bo.Next())
+		} else if w.lockErr == nil {
+			bo.Reset()
 		}
 		out, next := w.next()
 		select {
@@ -31,10 +49,10 @@ func (w *watcher) listen(ctx context.Context) error {
 			return errBusLost
 		case out <- next:
 			w.pending = w.pending[1:]
+		case <-retry.C:
+			w.needLock = true
 		case <-w.filter.wake:
-			if err := w.drain(ctx); err != nil {
-				return err
-			}
+			w.drain(ctx)
 		}
 	}
 }
@@ -83,35 +101,38 @@ func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// drain acts on the signals the filter has queued. It returns
-// errOwnerChanged when a new logind owns the name.
-func (w *watcher) drain(ctx context.Context) error {
-	var err error
-	for _, sig := range w.filter.take() {
-		if e := w.handle(ctx, sig); e != nil && err == nil {
-			err = e
+// drain acts on the signals the filter has queued, in order.
+// When a new logind takes the name, the signals after that one are put
+// back, to be acted on once the new logind is met (with its delay).
+func (w *watcher) drain(ctx context.Context) {
+	sigs := w.filter.take()
+	for i, sig := range sigs {
+		w.handle(ctx, sig)
+		if w.renew {
+			w.filter.requeue(sigs[i+1:])
+			break
 		}
 	}
 	w.warnForged()
-	return err
 }
 
 // handle acts on one signal that passed the filter.
-func (w *watcher) handle(ctx context.Context, sig *dbus.Signal) error {
+func (w *watcher) handle(ctx context.Context, sig *dbus.Signal) {
 	if sig.Name == nameOwnerChanged {
-		return w.ownerChanged(ctx, sig)
+		w.ownerChanged(ctx, sig)
+		return
 	}
 	if !w.filter.ownerIs(sig.Sender) {
 		w.filter.forgery(sig.Sender)
-		return nil
+		return
 	}
 	s, err := parseShutdown(sig)
 	if err != nil {
-		return nil // logind's, but malformed: nothing to trust in it
+		return // logind's, but malformed: nothing to trust in it
 	}
 	if !s.active {
 		w.cancelled()
-		return nil
+		return
 	}
 	reason := "systemd-logind announced the shutdown, delay lock held"
 	if !w.src.holding() {
@@ -120,7 +141,6 @@ func (w *watcher) handle(ctx context.Context, sig *dbus.Signal) error {
 	if n := noticeOf(s.typ, time.Now(), w.delay, reason); w.src.begin(n) {
 		w.pending = append(w.pending, n)
 	}
-	return nil
 }
 
 // cancelled handles the end of a shutdown that did not happen: a Cleared
@@ -139,23 +159,23 @@ func (w *watcher) cancelled() {
 
 // ownerChanged follows logind leaving and coming back: while it is gone
 // nobody's shutdown signals are believed and Status says so; a new logind
-// ends the session, so that the next one starts afresh with it (its
-// settings, its state, a lock of its own).
-func (w *watcher) ownerChanged(ctx context.Context, sig *dbus.Signal) error {
+// is met afresh (its settings, its state, a lock from it) before anything
+// else is done.
+func (w *watcher) ownerChanged(ctx context.Context, sig *dbus.Signal) {
 	if len(sig.Body) != 3 {
-		return nil
+		return
 	}
 	name, _ := sig.Body[0].(string)
 	owner, ok := sig.Body[2].(string)
 	if name != busName || !ok || w.filter.ownerIs(owner) {
-		return nil
+		return
 	}
 	w.filter.setOwner(owner)
 	if owner == "" {
 		termsig.ReportError(ctx, errLogindGone)
-		return nil
+		return
 	}
-	return errOwnerChanged
+	w.renew = true
 }
 
 // warnForged logs, once per session, that shutdown signals came from a
@@ -166,4 +186,7 @@ func (w *watcher) warnForged() {
 	}
 	w.warned = true
 	w.cfg.Logger.Warn("logind: ignored shutdown signals that logind did not send", "sender", *w.filter.lastForger.Load())
+	if n := w.filter.droppedCount(); n > 0 {
+		w.cfg.Logger.Warn("logind: dropped signals that came before logind's name was known", "dropped", n)
+	}
 }

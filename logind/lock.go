@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/termsig/termsig"
 )
+
+// abandonGrace is how long an abandoned Inhibit call may still take its
+// answer in.
+const abandonGrace = 10 * time.Millisecond
 
 // errNoUnixSocket is why no lock is held on a bus reached over TCP only:
 // a descriptor cannot cross it.
@@ -18,9 +23,11 @@ var errNoUnixSocket = errors.New("logind: no delay lock: the bus's address has n
 
 // takeLock takes a delay lock for shutdown, unless a shutdown is under way
 // (logind refuses one then, and the one held, if any, is kept) or none is
-// wanted. It returns an error for a failure of the bus or logind's
-// absence; a refusal by logind is kept in lockErr, and the source hears
-// shutdowns without holding them.
+// wanted. It returns an error only when logind is not on the bus (see
+// logindErr). Any other failure (logind refuses, does not answer, answers
+// something else; the lock's own connection fails) is kept in lockErr
+// and the lock is tried again later: the source hears shutdowns
+// meanwhile, without holding them.
 func (w *watcher) takeLock(ctx context.Context) error {
 	w.needLock = false
 	if w.cfg.NoLock || w.src.underway() {
@@ -32,33 +39,40 @@ func (w *watcher) takeLock(ctx context.Context) error {
 	case err == nil:
 		w.src.setLock(f)
 		w.lockErr = nil
+		w.hadLogind = true
 	case errors.Is(err, errNoUnixSocket):
 		w.refused(err)
 	case errors.As(err, &de) && de.Name == errOperationUnderway:
 		// A shutdown has begun: PreparingForShutdown, read next, or the
 		// signal on its way says which.
-	case errors.As(err, &de) && de.Name != errServiceUnknown && de.Name != errNameHasNoOwner:
-		w.refused(fmt.Errorf("logind: no delay lock: %w", err))
-	default:
+		w.hadLogind = true
+	case errors.As(err, &de) && (de.Name == errServiceUnknown || de.Name == errNameHasNoOwner):
 		return w.logindErr(err)
+	default:
+		w.refused(fmt.Errorf("logind: no delay lock: %w", err))
+		w.retryLock = true
 	}
 	return nil
 }
 
-// refused records and logs (once per text) that logind refused the lock.
+// refused records and logs (once per text) that no lock could be had.
 func (w *watcher) refused(err error) {
 	w.lockErr = err
 	if err.Error() != w.warnedLock {
 		w.warnedLock = err.Error()
-		w.cfg.Logger.Warn("logind: delay lock refused; shutdowns are heard but not held", "err", err)
+		w.cfg.Logger.Warn("logind: no delay lock; shutdowns are heard but not held", "err", err)
 	}
 }
 
 // inhibit calls Inhibit on a connection of its own, which can take a
-// descriptor and is closed after the call: a reply that comes after the
-// call gave up then finds no connection, and the bus closes the
-// descriptor it carried, instead of leaving a lock that nobody holds a
-// handle to. The connection is to a UNIX socket of the address only.
+// descriptor and is closed after the call, to a UNIX socket of the
+// address. The call is not abandoned while the connection is open: when
+// ctx ends the connection is closed first, so that an answer is either
+// never read (the bus closes the descriptor it carried) or read into the
+// call, whose descriptor is then closed here, and never left in the
+// process with nobody to close it. Descriptors that arrive on the
+// connection in anything but the answer (a signal some process sends it)
+// are closed as they come.
 func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	var entries []string
 	for _, ep := range w.eps {
@@ -72,7 +86,7 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
 	// Dial to a UNIX socket does not wait: it connects or fails at once.
-	conn, err := dbus.Dial(strings.Join(entries, ";"), dbus.WithContext(tctx))
+	conn, err := dbus.Dial(strings.Join(entries, ";"), dbus.WithIncomingInterceptor(closeStrayFDs))
 	if err != nil {
 		return nil, err
 	}
@@ -80,12 +94,60 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	if err := handshake(tctx, conn); err != nil {
 		return nil, fmt.Errorf("handshake: %w", err)
 	}
+	done := make(chan *dbus.Call, 1)
+	call := conn.Object(busName, objPath).Go(iface+".Inhibit", 0, done, "shutdown", w.cfg.Who, w.cfg.Why, "delay")
+	select {
+	case <-call.Done:
+	case <-tctx.Done():
+		// An answer on its way is let in for a moment, so that its
+		// descriptor is closed here rather than cut off half read by
+		// godbus, which would leave it open (godbus takes in a message's
+		// descriptors with its first bytes).
+		grace := time.NewTimer(abandonGrace)
+		select {
+		case <-call.Done:
+			conn.Close()
+		case <-grace.C:
+			conn.Close() // the call ends now, with its answer if it was read
+			<-call.Done
+		}
+		grace.Stop()
+		closeFDs(call.Body)
+		return nil, fmt.Errorf("no answer: %w", context.Cause(tctx))
+	}
+	if call.Err != nil {
+		closeFDs(call.Body)
+		return nil, call.Err
+	}
 	var fd dbus.UnixFD
-	err = conn.Object(busName, objPath).CallWithContext(tctx, iface+".Inhibit", 0, "shutdown", w.cfg.Who, w.cfg.Why, "delay").Store(&fd)
-	if err != nil {
-		return nil, err
+	if err := call.Store(&fd); err != nil || len(call.Body) != 1 {
+		closeFDs(call.Body)
+		return nil, fmt.Errorf("Inhibit answered %v, not a descriptor", dbus.SignatureOf(call.Body...))
 	}
 	return os.NewFile(uintptr(fd), "logind delay lock"), nil
+}
+
+// closeStrayFDs closes the descriptors of a message that is not a reply
+// (a signal or a call some process sends the lock's connection): nothing
+// reads them.
+func closeStrayFDs(msg *dbus.Message) {
+	if msg.Type == dbus.TypeSignal || msg.Type == dbus.TypeMethodCall {
+		closeFDs(msg.Body)
+	}
+}
+
+// closeFDs closes the descriptors among values, a message's body.
+func closeFDs(values []any) {
+	for _, v := range values {
+		switch fd := v.(type) {
+		case dbus.UnixFD:
+			syscallClose(int(fd))
+		case []dbus.UnixFD:
+			for _, f := range fd {
+				syscallClose(int(f))
+			}
+		}
+	}
 }
 
 // logindErr is the error of a call that failed because logind is not on
@@ -108,11 +170,15 @@ func (w *watcher) call(ctx context.Context, obj dbus.BusObject, method string, a
 	return obj.CallWithContext(tctx, method, 0, args...)
 }
 
-// reportLock shows in the Notifier's Status whether the lock is held.
+// reportLock shows in the Notifier's Status whether logind is there and
+// the lock is held.
 func (w *watcher) reportLock(ctx context.Context) {
-	if w.lockErr != nil {
+	switch {
+	case w.filter.gone():
+		termsig.ReportError(ctx, errLogindGone)
+	case w.lockErr != nil:
 		termsig.ReportError(ctx, w.lockErr)
-	} else {
+	default:
 		termsig.ReportHealthy(ctx)
 	}
 }

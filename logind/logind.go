@@ -92,9 +92,6 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 			// logind); once either was there, its absence is
 			// transient.
 			return err
-		case errors.Is(err, errOwnerChanged):
-			bo.Reset()
-			continue // a new logind: at once
 		}
 		termsig.ReportError(ctx, err)
 		termsig.Ready(ctx) // the first look failed; it is as ready as it gets

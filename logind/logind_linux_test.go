@@ -294,7 +294,7 @@ func TestShutdownAlreadyUnderWay(t *testing.T) {
 	nt := recv(t, e.n.C())
 	assert.Equal(t, termsig.Terminate, nt.Kind)
 	assert.Equal(t, logind.EventShutdown, nt.Event)
-	assert.Equal(t, 3*time.Second, nt.Deadline.Sub(nt.Observed))
+	assert.Equal(t, time.Duration(0), nt.Deadline.Sub(nt.Observed), "when logind began to wait is not known: now")
 	assert.Contains(t, nt.Reason, "already under way")
 	assert.Empty(t, fake.Inhibitors(), "logind refuses a lock during a shutdown")
 
@@ -308,7 +308,7 @@ func TestLockRefusedStillHears(t *testing.T) {
 	st := e.n.Status()[0]
 	assert.Equal(t, termsig.StateRunning, st.State)
 	assert.ErrorContains(t, st.Err, "logind: no delay lock")
-	assert.Equal(t, 1, e.log.Count("logind: delay lock refused; shutdowns are heard but not held"))
+	assert.Equal(t, 1, e.log.Count("logind: no delay lock; shutdowns are heard but not held"))
 	require.NoError(t, e.fake.PrepareForShutdown("poweroff"))
 	nt := recv(t, e.n.C())
 	assert.Equal(t, termsig.Terminate, nt.Kind)

@@ -24,9 +24,6 @@ const (
 var (
 	// errBusLost ends a session whose connection ended.
 	errBusLost = errors.New("logind: connection to the system bus lost")
-	// errOwnerChanged ends a session when a new logind owns the name: the
-	// next one starts at once and begins afresh with it.
-	errOwnerChanged = errors.New("logind: systemd-logind restarted")
 	// errLogindGone is reported while logind is not on the bus.
 	errLogindGone = errors.New("logind: systemd-logind left the system bus")
 )
@@ -46,18 +43,20 @@ type watcher struct {
 	warnedLock string           // the refusal of a lock last logged
 
 	// Of the current session:
-	conn     *dbus.Conn
-	filter   *filter
-	delay    time.Duration // InhibitDelayMaxUSec; -1: no bound
-	lockErr  error         // why no delay lock is held; nil: one is, or none is wanted
-	needLock bool          // take a lock once the notices are handed over
-	warned   bool          // a forged signal was logged
+	conn      *dbus.Conn
+	filter    *filter
+	delay     time.Duration // InhibitDelayMaxUSec; -1: no bound
+	lockErr   error         // why no delay lock is held; nil: one is, or none is wanted
+	needLock  bool          // take a lock once the notices are handed over
+	retryLock bool          // the last try failed: try again after a backoff
+	renew     bool          // a new logind owns the name: meet it afresh
+	warned    bool          // a forged signal was logged
 }
 
 // session connects, subscribes, takes the lock and hears signals until
 // the connection ends or logind changes (an error), or ctx is done (nil).
 func (w *watcher) session(ctx context.Context) error {
-	w.healthy, w.warned, w.lockErr, w.needLock = false, false, nil, false
+	w.healthy, w.warned, w.lockErr, w.needLock, w.retryLock, w.renew = false, false, nil, false, false, false
 	w.filter = newFilter()
 	conn, err := w.connect(ctx)
 	if err != nil {
@@ -89,14 +88,16 @@ func (w *watcher) connect(ctx context.Context) (*dbus.Conn, error) {
 	defer cancel()
 	var nc net.Conn
 	var err error
+	missing := true // every socket of the address is missing
 	for _, ep := range w.eps {
 		var d net.Dialer
 		if nc, err = d.DialContext(tctx, ep.network, ep.addr); err == nil {
 			break
 		}
+		missing = missing && errors.Is(err, syscall.ENOENT)
 	}
 	if err != nil {
-		if !w.connected && errors.Is(err, syscall.ENOENT) {
+		if !w.connected && missing {
 			return nil, fmt.Errorf("logind: no system bus: %w: %w", err, termsig.ErrUnavailable)
 		}
 		return nil, fmt.Errorf("logind: system bus: %w", err)
@@ -139,41 +140,76 @@ func handshake(ctx context.Context, conn *dbus.Conn) error {
 	return err
 }
 
-// setUp subscribes to logind's signals, takes the delay lock, learns
-// logind's unique name and settings, and catches up with a shutdown that
-// began or was cancelled while the source was not connected.
+// setUp subscribes to logind's signals, learns logind's unique name (so
+// that from then on only its signals are queued), takes the delay lock,
+// reads logind's settings, and catches up with a shutdown that began or
+// was cancelled while the source was not connected.
 func (w *watcher) setUp(ctx context.Context) error {
 	if err := w.subscribe(ctx); err != nil {
 		return err
 	}
-	// The lock first: the call starts logind if it is not running yet.
-	if err := w.takeLock(ctx); err != nil {
-		return err
+	return w.meet(ctx)
+}
+
+// meet learns who logind is and where it stands: its unique name, a lock
+// from it, its delay, whether it is shutting down. It runs when the
+// session starts and again when a new logind takes the name (it
+// restarted), on the same connection.
+func (w *watcher) meet(ctx context.Context) error {
+	for {
+		w.renew = false
+		if err := w.learnOwner(ctx); err != nil {
+			return err
+		}
+		if err := w.takeLock(ctx); err != nil {
+			return err
+		}
+		w.delay = DefaultInhibitDelay
+		if v, err := w.property(ctx, "InhibitDelayMaxUSec"); err == nil {
+			if usec, ok := v.(uint64); ok {
+				w.delay = delayOf(usec)
+			}
+		}
+		v, err := w.property(ctx, "PreparingForShutdown")
+		var de dbus.Error
+		if err != nil && !errors.As(err, &de) {
+			return fmt.Errorf("logind: PreparingForShutdown: %w", err)
+		}
+		// A logind that answers with an error or a wrong type is taken to
+		// be not shutting down: the signals still tell.
+		preparing, _ := v.(bool)
+		// Signals that came before the answer are older than it: act on
+		// them first, then on what the answer says that no signal told.
+		w.drain(ctx)
+		if w.renew {
+			continue // logind changed meanwhile: meet the new one
+		}
+		w.catchUp(preparing)
+		return nil
 	}
+}
+
+// learnOwner finds logind's unique name, starting logind if the bus can
+// (it is activatable on a systemd host), and keeps only its signals from
+// then on.
+func (w *watcher) learnOwner(ctx context.Context) error {
+	bus := w.conn.BusObject()
 	var owner string
-	if err := w.call(ctx, w.conn.BusObject(), "org.freedesktop.DBus.GetNameOwner", busName).Store(&owner); err != nil {
+	err := w.call(ctx, bus, "org.freedesktop.DBus.GetNameOwner", busName).Store(&owner)
+	var de dbus.Error
+	if errors.As(err, &de) && de.Name == errNameHasNoOwner {
+		// Not running: start it if the bus knows how, then ask again.
+		var started uint32
+		if err := w.call(ctx, bus, "org.freedesktop.DBus.StartServiceByName", busName, uint32(0)).Store(&started); err != nil {
+			return w.logindErr(err)
+		}
+		err = w.call(ctx, bus, "org.freedesktop.DBus.GetNameOwner", busName).Store(&owner)
+	}
+	if err != nil {
 		return w.logindErr(err)
 	}
 	w.filter.setOwner(owner)
 	w.hadLogind = true
-	w.delay = DefaultInhibitDelay
-	if v, err := w.property(ctx, "InhibitDelayMaxUSec"); err == nil {
-		if usec, ok := v.(uint64); ok {
-			w.delay = delayOf(usec)
-		}
-	}
-	v, err := w.property(ctx, "PreparingForShutdown")
-	var de dbus.Error
-	if err != nil && !errors.As(err, &de) {
-		return fmt.Errorf("logind: PreparingForShutdown: %w", err)
-	}
-	// A logind that answers with an error or a wrong type is taken to
-	// be not shutting down: the signals still tell.
-	preparing, _ := v.(bool)
-	// Signals that came before the answer are older than it: act on them
-	// first, then on what the answer says that no signal told.
-	w.drain(ctx)
-	w.catchUp(preparing)
 	return nil
 }
 
@@ -212,7 +248,10 @@ func (w *watcher) catchUp(preparing bool) {
 		if w.src.holding() {
 			reason = "shutdown already under way when the source connected to logind, delay lock held"
 		}
-		n := noticeOf("", time.Now(), w.delay, reason)
+		// When logind began to wait is not known: it may be done
+		// waiting already. The Deadline is now.
+		now := time.Now()
+		n := noticeOf("", now, 0, reason)
 		if w.src.begin(n) {
 			w.pending = append(w.pending, n)
 		}

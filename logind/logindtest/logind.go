@@ -430,7 +430,10 @@ func (l *Logind) announce(active bool, typ string) error {
 }
 
 // Close leaves the bus and stops watching the locks: those still held
-// are dropped as logind drops them when it exits.
+// end (Released is set), as they do when logind stops for good. (A real
+// logind that restarts reloads its inhibitors from /run/systemd/inhibit
+// and keeps them; a test of that starts a new fake and lets the client
+// take a new lock.)
 func (l *Logind) Close() error {
 	l.mu.Lock()
 	l.closed = true

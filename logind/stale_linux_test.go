@@ -1,0 +1,88 @@
+package logind_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/testlog"
+	"github.com/termsig/termsig/logind"
+	"github.com/termsig/termsig/logind/logindtest"
+)
+
+// TestLogindRestartDuringSetUpIsMetAfresh: a logind that restarts while
+// the source sets up is met afresh: its delay, a lock from it. (Found by
+// review.)
+func TestLogindRestartDuringSetUpIsMetAfresh(t *testing.T) {
+	bus := startBus(t)
+	fake2 := make(chan *logindtest.Logind, 1)
+	newProgLogind(t, bus.Address(),
+		func(p *progLogind, n int, msg *dbus.Message) { p.replyLock(msg) },
+		func(p *progLogind, prop string, msg *dbus.Message) {
+			if prop == "InhibitDelayMaxUSec" && len(fake2) == 0 {
+				if _, err := p.conn.ReleaseName(logindtest.BusName); err != nil {
+					t.Error(err)
+				}
+				f, err := logindtest.New(bus.Address(), logindtest.Config{InhibitDelayMax: 120 * time.Second})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fake2 <- f
+			}
+			p.defaultGet(prop, msg) // 5 s
+		})
+	e := &env{bus: bus, log: testlog.New()}
+	e.run(t, logind.Config{})
+	f := recv(t, fake2)
+	t.Cleanup(func() { f.Close() })
+	require.NoError(t, f.PrepareForShutdown("reboot"))
+	nt := recv(t, e.n.C())
+	assert.Equal(t, 120*time.Second, nt.Deadline.Sub(nt.Observed), "Deadline after logind restarted with InhibitDelayMaxSec=120 (lock from the new logind: %v; notice: %q)", len(f.Inhibitors()) > 0, nt.Reason)
+}
+
+func newRecorder() *testlog.Recorder { return testlog.New() }
+func emptyConfig() logind.Config     { return logind.Config{} }
+
+// TestLogindGoneDuringSetUpShowsInStatus: logind leaving while the source
+// sets up shows in Status. (Found by review.)
+func TestLogindGoneDuringSetUpShowsInStatus(t *testing.T) {
+	bus := startBus(t)
+	newProgLogind(t, bus.Address(),
+		func(p *progLogind, n int, msg *dbus.Message) { p.replyLock(msg) },
+		func(p *progLogind, prop string, msg *dbus.Message) {
+			if prop == "InhibitDelayMaxUSec" {
+				if _, err := p.conn.ReleaseName(logindtest.BusName); err != nil {
+					t.Error(err)
+				}
+			}
+			p.defaultGet(prop, msg)
+		})
+	log := testlog.New()
+	n := termsig.Config{Logger: log.Logger()}.New(logind.New(logind.Config{Address: bus.Address(), Logger: log.Logger()}))
+	defer n.Stop()
+	<-n.Ready()
+	st := n.Status()[0]
+	assert.Error(t, st.Err, "logind has left the bus, but Status says %v with no error", st.State)
+}
+
+// TestShutdownRightAfterLogindRestartIsHeardWhole: a reboot announced
+// right after a new logind appears is a Reboot with the new logind's
+// delay: the signals after its NameOwnerChanged wait until it is met.
+// (Found by review.)
+func TestShutdownRightAfterLogindRestartIsHeardWhole(t *testing.T) {
+	e := start(t, opts{})
+	require.NoError(t, e.fake.Close())
+	f, err := logindtest.New(e.bus.Address(), logindtest.Config{InhibitDelayMax: 120 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	require.NoError(t, f.PrepareForShutdown("reboot"))
+	nt := recv(t, e.n.C())
+	assert.Equal(t, termsig.Reboot, nt.Kind, "%v", nt)
+	assert.Equal(t, "shutdown/reboot", nt.Event)
+	assert.Equal(t, 120*time.Second, nt.Deadline.Sub(nt.Observed))
+}
