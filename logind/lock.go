@@ -122,7 +122,7 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	var fd dbus.UnixFD
 	if err := call.Store(&fd); err != nil || len(call.Body) != 1 {
 		closeFDs(call.Body)
-		return nil, fmt.Errorf("Inhibit answered %v, not a descriptor", dbus.SignatureOf(call.Body...))
+		return nil, fmt.Errorf("the answer to Inhibit is %q, not a descriptor", dbus.SignatureOf(call.Body...).String())
 	}
 	return os.NewFile(uintptr(fd), "logind delay lock"), nil
 }

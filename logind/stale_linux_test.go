@@ -45,9 +45,6 @@ func TestLogindRestartDuringSetUpIsMetAfresh(t *testing.T) {
 	assert.Equal(t, 120*time.Second, nt.Deadline.Sub(nt.Observed), "Deadline after logind restarted with InhibitDelayMaxSec=120 (lock from the new logind: %v; notice: %q)", len(f.Inhibitors()) > 0, nt.Reason)
 }
 
-func newRecorder() *testlog.Recorder { return testlog.New() }
-func emptyConfig() logind.Config     { return logind.Config{} }
-
 // TestLogindGoneDuringSetUpShowsInStatus: logind leaving while the source
 // sets up shows in Status. (Found by review.)
 func TestLogindGoneDuringSetUpShowsInStatus(t *testing.T) {
