@@ -18,6 +18,11 @@ const maxQueued = 1024
 // way too) and must not spawn a goroutine per signal, as godbus's default
 // handler does when its channel is full: the filter drops what cannot be
 // logind's at once and queues the rest, bounded, for the watcher.
+//
+// It follows logind's owner itself, from the bus's NameOwnerChanged as it
+// reads them, so that each signal is judged by who owned the name when it
+// came: one that a new logind sends right after it took the name is
+// believed, one that the old logind sent before it left is too.
 type filter struct {
 	owner      atomic.Pointer[string] // logind's unique name; nil until known
 	forged     atomic.Int64           // shutdown signals not sent by logind
@@ -25,40 +30,65 @@ type filter struct {
 	wake       chan struct{}          // capacity 1: "the queue or forged changed"
 
 	mu      sync.Mutex
-	queue   []*dbus.Signal
+	queue   []queued
 	dropped int // signals dropped because the queue was full
+}
+
+// A queued signal, with whether its sender owned logind's name when it
+// came: 1 yes, 0 not known yet (the watcher decides), -1 never queued.
+type queued struct {
+	sig     *dbus.Signal
+	verdict int8
 }
 
 func newFilter() *filter { return &filter{wake: make(chan struct{}, 1)} }
 
 // DeliverSignal queues sig if it may matter to the watcher.
 func (f *filter) DeliverSignal(_, _ string, sig *dbus.Signal) {
+	var verdict int8
 	switch sig.Name {
 	case signalOld, signalNew:
 		if sig.Path != objPath {
 			return
 		}
-		if o := f.owner.Load(); o != nil && sig.Sender != *o {
-			f.forgery(sig.Sender)
-			return
+		if o := f.owner.Load(); o != nil {
+			if sig.Sender != *o {
+				f.forgery(sig.Sender)
+				return
+			}
+			verdict = 1
 		}
 	case nameOwnerChanged:
-		if sig.Sender != busDaemon {
+		owner, ok := newOwner(sig)
+		if !ok {
 			return
 		}
+		f.owner.Store(&owner)
+		verdict = 1
 	default:
 		return
 	}
 	f.mu.Lock()
-	// NameOwnerChanged for logind is never dropped: it passed the bus's
-	// own check of the sender, and tells who to believe.
+	// NameOwnerChanged for logind is never dropped: it tells who to
+	// believe.
 	if len(f.queue) < maxQueued || sig.Name == nameOwnerChanged {
-		f.queue = append(f.queue, sig)
+		f.queue = append(f.queue, queued{sig, verdict})
 	} else {
 		f.dropped++
 	}
 	f.mu.Unlock()
 	f.poke()
+}
+
+// newOwner returns the new owner of logind's name that sig, the bus's
+// NameOwnerChanged, announces ("" when logind left).
+func newOwner(sig *dbus.Signal) (string, bool) {
+	if sig.Sender != busDaemon || len(sig.Body) != 3 {
+		return "", false
+	}
+	name, _ := sig.Body[0].(string)
+	owner, ok := sig.Body[2].(string)
+	return owner, ok && name == busName
 }
 
 // forgery counts a shutdown signal that logind did not send, for the
@@ -84,7 +114,7 @@ func (f *filter) droppedCount() int {
 }
 
 // take returns the queued signals and empties the queue.
-func (f *filter) take() []*dbus.Signal {
+func (f *filter) take() []queued {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.queue
@@ -92,28 +122,24 @@ func (f *filter) take() []*dbus.Signal {
 	return q
 }
 
-// requeue puts sigs back at the front of the queue.
-func (f *filter) requeue(sigs []*dbus.Signal) {
-	if len(sigs) == 0 {
+// requeue puts qs back at the front of the queue.
+func (f *filter) requeue(qs []queued) {
+	if len(qs) == 0 {
 		return
 	}
 	f.mu.Lock()
-	f.queue = append(append([]*dbus.Signal(nil), sigs...), f.queue...)
+	f.queue = append(append([]queued(nil), qs...), f.queue...)
 	f.mu.Unlock()
 	f.poke()
 }
 
-// setOwner records logind's unique name ("" when logind has left the bus).
-func (f *filter) setOwner(name string) { f.owner.Store(&name) }
+// learn records logind's unique name as GetNameOwner gave it, unless a
+// NameOwnerChanged read meanwhile already said who owns it (that is as
+// new, or newer).
+func (f *filter) learn(name string) { f.owner.CompareAndSwap(nil, &name) }
 
 // gone reports whether logind has left the bus (and no new one came).
 func (f *filter) gone() bool {
 	o := f.owner.Load()
 	return o != nil && *o == ""
-}
-
-// ownerIs reports whether sender is logind's known unique name.
-func (f *filter) ownerIs(sender string) bool {
-	o := f.owner.Load()
-	return o != nil && *o != "" && sender == *o
 }

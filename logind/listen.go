@@ -105,11 +105,11 @@ func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
 // When a new logind takes the name, the signals after that one are put
 // back, to be acted on once the new logind is met (with its delay).
 func (w *watcher) drain(ctx context.Context) {
-	sigs := w.filter.take()
-	for i, sig := range sigs {
-		w.handle(ctx, sig)
+	qs := w.filter.take()
+	for i, q := range qs {
+		w.handle(ctx, q)
 		if w.renew {
-			w.filter.requeue(sigs[i+1:])
+			w.filter.requeue(qs[i+1:])
 			break
 		}
 	}
@@ -117,13 +117,14 @@ func (w *watcher) drain(ctx context.Context) {
 }
 
 // handle acts on one signal that passed the filter.
-func (w *watcher) handle(ctx context.Context, sig *dbus.Signal) {
+func (w *watcher) handle(ctx context.Context, q queued) {
+	sig := q.sig
 	if sig.Name == nameOwnerChanged {
 		w.ownerChanged(ctx, sig)
 		return
 	}
-	if !w.filter.ownerIs(sig.Sender) {
-		w.filter.forgery(sig.Sender)
+	if q.verdict == 0 && (w.owner == "" || sig.Sender != w.owner) {
+		w.filter.forgery(sig.Sender) // came before logind's name was known
 		return
 	}
 	s, err := parseShutdown(sig)
@@ -162,15 +163,11 @@ func (w *watcher) cancelled() {
 // is met afresh (its settings, its state, a lock from it) before anything
 // else is done.
 func (w *watcher) ownerChanged(ctx context.Context, sig *dbus.Signal) {
-	if len(sig.Body) != 3 {
+	owner, ok := newOwner(sig)
+	if !ok || owner == w.owner {
 		return
 	}
-	name, _ := sig.Body[0].(string)
-	owner, ok := sig.Body[2].(string)
-	if name != busName || !ok || w.filter.ownerIs(owner) {
-		return
-	}
-	w.filter.setOwner(owner)
+	w.owner = owner
 	if owner == "" {
 		termsig.ReportError(ctx, errLogindGone)
 		return

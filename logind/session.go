@@ -50,13 +50,14 @@ type watcher struct {
 	needLock  bool          // take a lock once the notices are handed over
 	retryLock bool          // the last try failed: try again after a backoff
 	renew     bool          // a new logind owns the name: meet it afresh
+	owner     string        // logind's unique name as the watcher knows it
 	warned    bool          // a forged signal was logged
 }
 
 // session connects, subscribes, takes the lock and hears signals until
 // the connection ends or logind changes (an error), or ctx is done (nil).
 func (w *watcher) session(ctx context.Context) error {
-	w.healthy, w.warned, w.lockErr, w.needLock, w.retryLock, w.renew = false, false, nil, false, false, false
+	w.healthy, w.warned, w.lockErr, w.needLock, w.retryLock, w.renew, w.owner = false, false, nil, false, false, false, ""
 	w.filter = newFilter()
 	conn, err := w.connect(ctx)
 	if err != nil {
@@ -208,7 +209,8 @@ func (w *watcher) learnOwner(ctx context.Context) error {
 	if err != nil {
 		return w.logindErr(err)
 	}
-	w.filter.setOwner(owner)
+	w.owner = owner
+	w.filter.learn(owner)
 	w.hadLogind = true
 	return nil
 }
