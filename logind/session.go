@@ -55,7 +55,7 @@ type watcher struct {
 }
 
 // session connects, subscribes, takes the lock and hears signals until
-// the connection ends or logind changes (an error), or ctx is done (nil).
+// the connection ends (an error) or ctx is done (nil).
 func (w *watcher) session(ctx context.Context) error {
 	w.healthy, w.warned, w.lockErr, w.needLock, w.retryLock, w.renew, w.owner = false, false, nil, false, false, false, ""
 	w.filter = newFilter()
