@@ -40,20 +40,28 @@ type Source struct {
 	cfg Config
 
 	mu       sync.Mutex
-	current  map[string]tracked // the events of this VM in the last document, by EventId
-	acked    map[string]bool    // EventIds acknowledged by Release
+	current  map[string]tracked       // this VM's events in the last document read, by EventId
+	acked    map[string]uint64        // EventId → the generation acknowledged
+	inflight map[string]chan struct{} // EventIds being acknowledged: closed when done
+	gen      uint64                   // the last generation given
 	watching bool
 }
 
-// A tracked event is what the source reported of it.
+// A tracked event is one of this VM's events in the last document. Its
+// generation changes when it comes back after it left, so that an
+// acknowledgement is for one stay of it in the document.
 type tracked struct {
-	key      string    // EventType and NotBefore: a new notice when it changes
+	key      string    // EventType and NotBefore
 	deadline time.Time // of its notice
+	gen      uint64
+	shared   bool // its Resources name other VMs too
 }
 
 // New returns a Source configured by cfg. It does not check cfg: Watch
 // does.
-func New(cfg Config) *Source { return &Source{cfg: cfg} }
+func New(cfg Config) *Source {
+	return &Source{cfg: cfg, current: map[string]tracked{}, acked: map[string]uint64{}, inflight: map[string]chan struct{}{}}
+}
 
 // Name returns "azure".
 func (s *Source) Name() string { return Name }
@@ -97,7 +105,9 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 		s.mu.Unlock()
 		return fmt.Errorf("azure: Source watched by two Notifiers at once")
 	}
-	s.watching, s.current, s.acked = true, map[string]tracked{}, map[string]bool{}
+	// current and acked are kept from an earlier Watch: Release of its
+	// notices works until the first document says otherwise.
+	s.watching = true
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -110,35 +120,75 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	return ctx.Err()
 }
 
+// ErrShared is returned by Release for an event whose Resources name other
+// VMs too: acknowledging it would start it for them as well, whose work
+// this program cannot vouch for.
+var ErrShared = errors.New("azure: the event concerns other VMs too; acknowledging it would start it for them as well")
+
 // Release acknowledges the event of n, so that Azure starts it now instead
 // of at its NotBefore time: POST {"StartRequests":[{"EventId":…}]}. Call
 // it once the VM is ready for the event (its work handed back); see
-// termsig.Releaser. An event that is no longer scheduled, or was
-// acknowledged already, or a Cleared notice, is left alone (nil). The
-// request is retried until it succeeds or ctx is done; the error then
-// says why. Stop never acknowledges anything.
+// termsig.Releaser. An event that is no longer in the document, or was
+// acknowledged already (an event that left and came back is new), or a
+// Cleared notice, is left alone (nil); an event that names
+// other VMs too is refused ([ErrShared]). The request is retried until it
+// succeeds, the event leaves the document, or ctx is done; the error then
+// says why. Concurrent Releases of one event send one request. Stop never
+// acknowledges anything.
 func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
 	if n.Source != Name {
 		return fmt.Errorf("azure: release of a notice of source %q", n.Source)
 	}
-	s.mu.Lock()
-	_, scheduled := s.current[n.Event]
-	done := s.acked[n.Event]
-	s.mu.Unlock()
-	if n.Kind == termsig.Cleared || !scheduled || done {
+	if n.Kind == termsig.Cleared {
 		return nil
 	}
-	if err := s.acknowledge(ctx, n.Event); err != nil {
+	for {
+		s.mu.Lock()
+		cur, ok := s.current[n.Event]
+		switch {
+		case !ok || s.acked[n.Event] == cur.gen:
+			s.mu.Unlock()
+			return nil
+		case cur.shared:
+			s.mu.Unlock()
+			return fmt.Errorf("%w: event %s", ErrShared, n.Event)
+		}
+		if wait := s.inflight[n.Event]; wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue // the other one is done: see where it left things
+			case <-ctx.Done():
+				return fmt.Errorf("azure: acknowledge event %s: %w", n.Event, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		s.inflight[n.Event] = done
+		s.mu.Unlock()
+		err := s.acknowledge(ctx, n.Event, cur.gen)
+		s.mu.Lock()
+		delete(s.inflight, n.Event)
+		close(done)
+		if now, ok := s.current[n.Event]; err == nil && ok && now.gen == cur.gen {
+			s.acked[n.Event] = cur.gen
+		}
+		s.mu.Unlock()
 		return err
 	}
-	s.mu.Lock()
-	s.acked[n.Event] = true
-	s.mu.Unlock()
-	return nil
 }
 
-// acknowledge posts a StartRequest for id until it succeeds or ctx ends.
-func (s *Source) acknowledge(ctx context.Context, id string) error {
+// pending reports whether version gen of event id is still in the
+// document and not acknowledged: worth a request.
+func (s *Source) pending(id string, gen uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.current[id]
+	return ok && cur.gen == gen && s.acked[id] != gen
+}
+
+// acknowledge posts a StartRequest for version gen of event id until it
+// succeeds, the event leaves the document (nil), or ctx ends.
+func (s *Source) acknowledge(ctx context.Context, id string, gen uint64) error {
 	c := s.cfg.withDefaults()
 	base := c.base()
 	tr := httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
@@ -151,7 +201,7 @@ func (s *Source) acknowledge(ctx context.Context, id string) error {
 	body, _ := json.Marshal(map[string][]map[string]string{"StartRequests": {{"EventId": id}}})
 	bo := backoff.Backoff{Base: c.Interval, Max: c.MaxBackoff, Jitter: true}
 	var last error // what went wrong; not the end of ctx, which ends the last try
-	for {
+	for s.pending(id, gen) {
 		err := post(ctx, hc, base+PathScheduledEvents+eventsQuery, body, c.Timeout)
 		if err == nil {
 			return nil
@@ -166,6 +216,7 @@ func (s *Source) acknowledge(ctx context.Context, id string) error {
 			return fmt.Errorf("azure: acknowledge event %s: %w (%w)", id, last, ctx.Err())
 		}
 	}
+	return nil // gone, or acknowledged meanwhile
 }
 
 // post sends one acknowledgement.

@@ -38,9 +38,12 @@
 // notice acknowledges its event (POST {"StartRequests":[{"EventId":…}]}),
 // so that Azure starts it now instead of waiting for NotBefore: the VM
 // goes (or reboots) as soon as its work is handed back. The request is
-// retried until it succeeds or Release's context ends. An event that is
-// no longer in the document, or was acknowledged already, is left alone.
-// Stop acknowledges nothing.
+// retried until it succeeds, the event leaves the document, or Release's
+// context ends; concurrent Releases of one event send one request. An
+// event that is no longer in the document, or was acknowledged already
+// (one that left and came back is new), is left alone. An event that
+// names other VMs too is refused with [ErrShared]: Azure would start it
+// for all of them. Stop acknowledges nothing.
 //
 // # First call
 //
@@ -61,7 +64,10 @@
 // termsig.ReportError (in a few words that do not change from request to
 // request; the Notifier logs each change). An event of an unknown
 // EventType or EventStatus, or without a usable EventId, is not reported
-// and shows in Status the same way; an unparsable NotBefore gives a
+// (nor cleared, if it was reported before: it is still in the document)
+// and shows in Status the same way; a document whose keys are Azure's in
+// another case ("eventtype"), or twice, is refused, since encoding/json
+// would let them decide; an unparsable NotBefore gives a
 // notice without a Deadline, and shows too. Redirects are refused and no
 // proxy is used: the metadata service answers only direct requests.
 //

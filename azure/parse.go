@@ -1,12 +1,14 @@
 package azure
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/termsig/termsig"
 )
@@ -51,6 +53,9 @@ func parseDocument(body []byte) (document, error) {
 		Incarnation *int64             `json:"DocumentIncarnation"`
 		Events      *[]json.RawMessage `json:"Events"`
 	}
+	if err := strictKeys(body, docKeys); err != nil {
+		return document{}, err
+	}
 	if err := json.Unmarshal(body, &d); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -67,6 +72,9 @@ func parseDocument(body []byte) (document, error) {
 	doc := document{Incarnation: *d.Incarnation, Events: make([]event, 0, len(*d.Events))}
 	for i, raw := range *d.Events {
 		var e event
+		if err := strictKeys(raw, eventKeys); err != nil {
+			return document{}, fmt.Errorf("event %d: %w", i, err)
+		}
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return document{}, fmt.Errorf("event %d is not an event: %w", i, shorten(err))
 		}
@@ -74,6 +82,47 @@ func parseDocument(body []byte) (document, error) {
 		doc.Events = append(doc.Events, e)
 	}
 	return doc, nil
+}
+
+// The keys of a document and of an event, as Azure spells them.
+var (
+	docKeys   = []string{"DocumentIncarnation", "Events"}
+	eventKeys = []string{"EventId", "EventType", "ResourceType", "Resources", "EventStatus", "NotBefore", "Description", "EventSource", "DurationInSeconds"}
+)
+
+// strictKeys checks the keys of the JSON object in raw against known:
+// encoding/json would take "eventtype" for EventType, and the last of two
+// such keys, so a key that is one of known in another case, or a known
+// key twice, is an error. Other keys (fields Azure may add) are let be.
+// Anything but an object is left to json.Unmarshal to refuse.
+func strictKeys(raw []byte, known []string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil // json.Unmarshal says what is wrong
+		}
+		key, _ := t.(string)
+		for _, k := range known {
+			switch {
+			case key == k && seen[k]:
+				return fmt.Errorf("%w: %q twice", errNotDocument, k)
+			case key == k:
+				seen[k] = true
+			case strings.EqualFold(key, k):
+				return fmt.Errorf("%w: %q is not spelled %q", errNotDocument, clip(key), k)
+			}
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // shorten keeps a JSON error's text short and stable.
@@ -153,7 +202,11 @@ func (e event) notBefore() (time.Time, error) {
 func (e event) notice(now, deadline time.Time) termsig.Notice {
 	raw := string(e.raw)
 	if len(raw) > maxRaw {
-		raw = raw[:maxRaw]
+		cut := maxRaw
+		for cut > 0 && !utf8.RuneStart(raw[cut]) {
+			cut--
+		}
+		raw = raw[:cut]
 	}
 	reason := e.EventType + " " + strings.ToLower(e.EventStatus)
 	if d := strings.TrimSpace(e.Description); d != "" {

@@ -110,7 +110,7 @@ var discard = slog.New(slog.DiscardHandler)
 
 func newWatched() *Source {
 	s := New(Config{})
-	s.current, s.acked = map[string]tracked{}, map[string]bool{}
+	s.current, s.acked = map[string]tracked{}, map[string]uint64{}
 	return s
 }
 
@@ -152,7 +152,8 @@ func FuzzDocument(f *testing.F) {
 		}
 		for _, vm := range vms {
 			s := newWatched()
-			notices, _ := s.update(doc, vm, now, discard)
+			seen := map[string]string{}
+			notices, _ := s.update(doc, vm, seen, now, discard)
 			reported := map[string]bool{}
 			for _, n := range notices {
 				switch {
@@ -175,13 +176,13 @@ func FuzzDocument(f *testing.F) {
 			}
 
 			// The same document again: nothing new.
-			again, _ := s.update(doc, vm, now.Add(time.Second), discard)
+			again, _ := s.update(doc, vm, seen, now.Add(time.Second), discard)
 			if len(again) != 0 {
 				t.Fatalf("%q: the same document again gave %v", body, again)
 			}
 
 			// The events gone: one Cleared for each event reported, nothing else.
-			gone, problem := s.update(document{Incarnation: doc.Incarnation + 1}, vm, now, discard)
+			gone, problem := s.update(document{Incarnation: doc.Incarnation + 1}, vm, seen, now, discard)
 			if problem != nil {
 				t.Fatalf("an empty document: %v", problem)
 			}
@@ -239,7 +240,7 @@ func TestDocumentSeeds(t *testing.T) {
 	} {
 		doc, err := parseDocument([]byte(docSeeds[tc.seed]))
 		require.NoError(t, err, "seed %d", tc.seed)
-		got, problem := newWatched().update(doc, tc.vm, now, discard)
+		got, problem := newWatched().update(doc, tc.vm, map[string]string{}, now, discard)
 		require.NoError(t, problem)
 		for i := range got {
 			assert.True(t, json.Valid([]byte(got[i].Raw)), "Raw %q", got[i].Raw)
@@ -305,10 +306,12 @@ func TestNoticeBounds(t *testing.T) {
 		`"EventStatus":"Scheduled","NotBefore":"","Description":"` + long + `"}]}`
 	doc, err := parseDocument([]byte(body))
 	require.NoError(t, err)
-	got, problem := newWatched().update(doc, "vm", time.Now(), discard)
+	got, problem := newWatched().update(doc, "vm", map[string]string{}, time.Now(), discard)
 	require.NoError(t, problem)
 	require.Len(t, got, 1)
-	assert.Len(t, got[0].Raw, maxRaw)
+	assert.LessOrEqual(t, len(got[0].Raw), maxRaw)
+	assert.Greater(t, len(got[0].Raw), maxRaw-utf8.UTFMax)
+	assert.True(t, utf8.ValidString(got[0].Raw), "cut at a character's start")
 	assert.Equal(t, "Reboot scheduled: "+strings.Repeat("é", 40)+"…", got[0].Reason)
 	assert.True(t, got[0].Deadline.IsZero(), "a Scheduled event without NotBefore has no deadline")
 }

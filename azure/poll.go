@@ -35,15 +35,16 @@ type watcher struct {
 	out    chan<- termsig.Notice
 	health *health.Parts
 
-	vm          string // this VM's name
-	answered    bool   // the scheduled events answered once: Timeout from now on
-	incarnation int64  // of the last document acted on
-	acted       bool   // a document was acted on
+	vm          string            // this VM's name
+	seen        map[string]string // EventId → EventType|NotBefore of the notices this Watch sent
+	answered    bool              // the scheduled events answered once: Timeout from now on
+	incarnation int64             // of the last document acted on
+	acted       bool              // a document was acted on
 }
 
 func (s *Source) newWatcher(ctx context.Context, out chan<- termsig.Notice) *watcher {
 	c := s.cfg.withDefaults()
-	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), out: out, vm: c.VMName,
+	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), out: out, vm: c.VMName, seen: map[string]string{},
 		health: health.New(ctx, parts)}
 	w.hc = c.HTTPClient
 	if w.hc == nil {
@@ -114,7 +115,7 @@ func (w *watcher) once(ctx context.Context) error {
 	if w.acted && doc.Incarnation == w.incarnation {
 		return nil // nothing changed
 	}
-	notices, problem := w.s.update(doc, w.vm, time.Now(), w.log)
+	notices, problem := w.s.update(doc, w.vm, w.seen, time.Now(), w.log)
 	w.health.Set(partContent, problem)
 	for _, nt := range notices {
 		w.log.Debug("azure: notice", "event", nt.Event, "notice", nt)
@@ -152,10 +153,12 @@ func (w *watcher) get(ctx context.Context, path string, timeout time.Duration) (
 	return body, nil
 }
 
-// update takes doc, seen at now, as the events of the VM vm: it returns
-// the notices of what changed since the last document, and the problem
-// with events it could not report (nil if none).
-func (s *Source) update(doc document, vm string, now time.Time, log *slog.Logger) ([]termsig.Notice, error) {
+// update takes doc, read at now, as the events of the VM vm: it returns
+// the notices of what changed since the notices this Watch sent (seen,
+// which it updates), and the problem with events it could not report (nil
+// if none). An event of vm that cannot be reported but was before keeps
+// its place: it has not left the document, so it is not cleared.
+func (s *Source) update(doc document, vm string, seen map[string]string, now time.Time, log *slog.Logger) ([]termsig.Notice, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var notices []termsig.Notice
@@ -166,41 +169,63 @@ func (s *Source) update(doc document, vm string, now time.Time, log *slog.Logger
 			log.Debug("azure: an event for other resources", "event", clip(e.EventID), "resources", len(e.Resources))
 			continue
 		}
-		if err := e.check(); err != nil {
-			problems = append(problems, err)
+		if _, dup := next[e.EventID]; dup {
 			continue
 		}
-		if _, dup := next[e.EventID]; dup {
+		if err := e.check(); err != nil {
+			problems = append(problems, err)
+			if prev, ok := s.current[e.EventID]; ok {
+				next[e.EventID] = prev
+			}
 			continue
 		}
 		nb, err := e.notBefore()
 		if err != nil {
 			problems = append(problems, err)
 		}
-		key := e.EventType + "|" + e.NotBefore
-		prev, known := s.current[e.EventID]
-		if known && prev.key == key {
-			next[e.EventID] = prev
-			continue
+		t := s.track(e, nb, now)
+		next[e.EventID] = t
+		if seen[e.EventID] != t.key {
+			seen[e.EventID] = t.key
+			notices = append(notices, e.notice(now, t.deadline))
 		}
-		deadline := nb
-		if e.EventStatus == "Started" && nb.IsZero() {
-			deadline = now // under way: no time left
-		}
-		next[e.EventID] = tracked{key: key, deadline: deadline}
-		notices = append(notices, e.notice(now, deadline))
 	}
 	var gone []string
-	for id := range s.current {
+	for id := range seen {
 		if _, ok := next[id]; !ok {
 			gone = append(gone, id)
 		}
 	}
 	slices.Sort(gone)
 	for _, id := range gone {
+		delete(seen, id)
 		notices = append(notices, termsig.Notice{Source: Name, Kind: termsig.Cleared, Event: id, Reason: "no longer scheduled", Observed: now})
-		delete(s.acked, id)
+	}
+	for id, gen := range s.acked {
+		if t, ok := next[id]; !ok || t.gen != gen {
+			delete(s.acked, id)
+		}
 	}
 	s.current = next
 	return notices, errors.Join(problems...)
+}
+
+// track returns what is kept of e, whose NotBefore is nb, read at now:
+// its generation kept if it was in the last document, its deadline kept
+// unless its type or NotBefore changed. s.mu is held.
+func (s *Source) track(e event, nb, now time.Time) tracked {
+	key := e.EventType + "|" + e.NotBefore
+	t, ok := s.current[e.EventID]
+	if !ok {
+		s.gen++ // new, or back after it left: to be acknowledged anew
+		t.gen = s.gen
+	}
+	if !ok || t.key != key {
+		t.key, t.deadline = key, nb
+		if e.EventStatus == "Started" && nb.IsZero() {
+			t.deadline = now // under way: no time left
+		}
+	}
+	t.shared = len(e.Resources) > 1
+	return t
 }

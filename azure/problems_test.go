@@ -85,10 +85,13 @@ func TestReportedEventTurnsBad(t *testing.T) {
 	h.srv.SetEvents(azuretest.Event{EventID: "e", EventType: "Reboot", NotBefore: notBefore})
 	assert.Equal(t, termsig.Reboot, h.receive().Kind)
 	h.srv.SetEvents(azuretest.Event{EventID: "e", EventType: "Reboot", EventStatus: "Completed", NotBefore: notBefore})
+	h.failure() // the problem shows
+	assert.ErrorContains(t, h.status().Err, `event e: unknown EventStatus "Completed"`)
+	// Still in the document: not cleared. Once it leaves, it is.
+	h.srv.SetEvents()
 	nt := h.receive()
 	assert.Equal(t, termsig.Cleared, nt.Kind)
 	assert.Equal(t, "e", nt.Event)
-	assert.ErrorContains(t, h.status().Err, `event e: unknown EventStatus "Completed"`)
 }
 
 // A NotBefore that is not an RFC 1123 time: the notice goes out without a
