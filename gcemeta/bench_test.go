@@ -175,3 +175,62 @@ func BenchmarkIgnoreWaitRequestRate(b *testing.B) {
 		b.ReportMetric(float64(worst), "req/key")
 	}
 }
+
+// BenchmarkSecondChange measures, over 200 trials, the time from a second
+// change of instance/maintenance-event, made 10 to 100 ms after the first
+// (spread evenly), to its notice on Notifier.C, at the default
+// MinInterval (1 s): the first change's answer is followed by the next
+// long poll at once, so MinInterval does not hold the second back. The
+// pairs are 150 ms apart.
+//
+//	go test -run XXX -bench SecondChange -benchtime 1x ./gcemeta
+func BenchmarkSecondChange(b *testing.B) {
+	const trials = 200
+	srv := gcemetatest.NewServer()
+	defer srv.Close()
+	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host()}))
+	defer n.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	armed := func(after int) func() bool {
+		return func() bool { return srv.Requests(maintenance) > after && srv.Waiting(maintenance) == 1 }
+	}
+	if err := srv.Await(ctx, armed(0)); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	for b.Loop() {
+		for i := range trials {
+			// Pairs of changes, each pair after a quiet spell: at most
+			// one long poll per MinInterval/10 follows a change at once.
+			<-time.After(150 * time.Millisecond)
+			before := srv.Requests(maintenance)
+			srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+			<-n.C()
+			gap := 10*time.Millisecond + time.Duration(i)*90*time.Millisecond/trials
+			<-time.After(gap) // the stimulus: the second change comes this long after the first
+			start := time.Now()
+			srv.Set(maintenance, "NONE")
+			select {
+			case <-n.C():
+				lat = append(lat, time.Since(start))
+			case <-time.After(wait):
+				b.Fatal("no notice")
+			}
+			if err := srv.Await(ctx, armed(before+1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(float64(len(lat)), "trials")
+	b.ReportMetric(ms(sum/time.Duration(len(lat))), "mean-ms")
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[(len(lat)*99+99)/100-1]), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}

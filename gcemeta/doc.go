@@ -104,11 +104,17 @@
 //   - The source's own client resolves names with Go's resolver, each
 //     lookup ending with its request, so that a DNS server that does not
 //     answer holds neither Stop nor a goroutine past Watch.
-//   - A long poll that was answered is followed by the next request for
-//     the same key no sooner than [Config.MinInterval] (1 s) after it
-//     started, so a server that ignores wait_for_change costs at most one
-//     request per second per key instead of a busy loop. After a failure
-//     the backoff spaces the requests instead.
+//   - A long poll whose answer changed nothing is followed by the next
+//     request for the same key no sooner than [Config.MinInterval] (1 s)
+//     after it started, so a server that ignores wait_for_change (it
+//     answers at once with the value and ETag it had) costs at most one
+//     request per second per key instead of a busy loop. An answer with a
+//     new value under a new ETag is followed by the next long poll at
+//     once, so that a second change right after the first is not held
+//     back; at most one such long poll per MinInterval/10, so a server
+//     whose value flips at every answer costs at most ten requests a
+//     second per key. After a failure the backoff spaces the requests
+//     instead.
 //   - When the Watch context is done, requests in flight are cancelled
 //     and Watch returns at once, whether the server is hung, slow or gone.
 //
@@ -131,7 +137,11 @@
 //   - at idle, with the defaults, each key costs 0.97 requests a minute
 //     (1.6 counting the read at start-up), over a 185 s run;
 //   - a server that ignores wait_for_change gets 61 requests a minute per
-//     key ([Config.MinInterval], 1 s), not a busy loop.
+//     key ([Config.MinInterval], 1 s), not a busy loop;
+//   - a second change 10 to 100 ms after the first reaches C in 0.36 ms
+//     (p50), 9.2 ms (p99), 14 ms at most, over 200 pairs at the default
+//     MinInterval (go test -run XXX -bench SecondChange ./gcemeta); when
+//     MinInterval followed every answer it took 794 ms on average.
 //
 // # Why not metadata.Client.SubscribeWithContext
 //

@@ -117,10 +117,12 @@ type Config struct {
 	RequestTimeout time.Duration
 
 	// MinInterval is the least time between the starts of a long poll
-	// that was answered and the next request for the same key, so that a
-	// server that ignores wait_for_change costs at most one request per
-	// MinInterval per key. (The first long poll follows the first read at
-	// once; after a failure, the backoff applies instead.) Zero means
+	// whose answer changed nothing and the next request for the same key,
+	// so that a server that ignores wait_for_change costs at most one
+	// request per MinInterval per key. (The first long poll follows the
+	// first read at once, and a long poll follows a change at once, at
+	// most one per MinInterval/10; after a failure, the backoff applies
+	// instead.) Zero means
 	// [DefaultMinInterval] (1 s); otherwise it must be at least
 	// [FloorInterval].
 	MinInterval time.Duration

@@ -3,8 +3,11 @@ package gcemeta_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -775,4 +778,74 @@ func TestErrorMessage(t *testing.T) {
 	e := &gcemeta.Error{Key: preempted, Err: errors.New("boom")}
 	assert.Equal(t, "gcemeta: instance/preempted: boom", e.Error())
 	assert.Equal(t, "boom", errors.Unwrap(e).Error())
+}
+
+// TestSecondChangeIsNotHeldBack: after an answer that carries a new ETag,
+// the next long poll goes out at once, so a second change right after the
+// first is seen at once, not MinInterval (here an hour) later.
+func TestSecondChangeIsNotHeldBack(t *testing.T) {
+	srv := newServer(t)
+	cfg := fast(srv)
+	cfg.MinInterval = time.Hour
+	h := run(t, srv, cfg)
+	armed := func(after int) func() bool {
+		return func() bool { return srv.Requests(maintenance) > after && srv.Waiting(maintenance) == 1 }
+	}
+	await(t, srv, "first long poll", armed(0))
+	before := srv.Requests(maintenance)
+	srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
+	assert.Equal(t, termsig.Maintenance, receive(t, h.n).Kind)
+	await(t, srv, "the next long poll, at once", armed(before))
+	srv.Set(maintenance, "NONE")
+	assert.Equal(t, termsig.Cleared, receive(t, h.n).Kind)
+	assert.Empty(t, stopAndDrain(h.n))
+}
+
+// TestServerMakingUpETagsDoesNotSpin: a server that answers at once with
+// the same value under a new ETag every time made no change: after the
+// read and the first long poll, its requests are MinInterval apart.
+func TestServerMakingUpETagsDoesNotSpin(t *testing.T) {
+	arrived := make(chan time.Time, 64)
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Metadata-Flavor", "Google")
+		if !strings.HasSuffix(r.URL.Path, "/"+preempted) {
+			http.NotFound(w, r) // the other keys fail and back off
+			return
+		}
+		mu.Lock()
+		requests++
+		n := requests
+		mu.Unlock()
+		w.Header().Set("ETag", fmt.Sprintf("etag-%d", n))
+		fmt.Fprint(w, "FALSE")
+		select {
+		case arrived <- time.Now():
+		default:
+		}
+	}))
+	defer srv.Close()
+	const interval = 100 * time.Millisecond
+	host := strings.TrimPrefix(srv.URL, "http://")
+	n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(gcemeta.New(gcemeta.Config{Host: host, MinInterval: interval}))
+	defer n.Stop()
+	// The read and the first long poll at once, then one per MinInterval.
+	var at []time.Time
+	for len(at) < 4 {
+		select {
+		case ts := <-arrived:
+			at = append(at, ts)
+		case <-time.After(wait):
+			t.Fatalf("only %d requests", len(at))
+		}
+	}
+	assert.Less(t, at[1].Sub(at[0]), interval, "the read and the first long poll at once")
+	assert.GreaterOrEqual(t, at[3].Sub(at[1]), 2*interval-interval/10, "then MinInterval apart")
+	t.Logf("requests at %v", func() (d []time.Duration) {
+		for _, ts := range at {
+			d = append(d, ts.Sub(at[0]).Round(time.Millisecond))
+		}
+		return
+	}())
 }

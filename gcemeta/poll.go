@@ -100,10 +100,11 @@ type keyPoll struct {
 	k  *keySpec
 	bo backoff.Backoff
 
-	etag   string  // of the last answer understood or rejected; "" until then
-	seen   bool    // a value was understood: the key is served
-	cur    reading // what the last value understood meant
-	noETag bool    // the server sent no ETag (logged once)
+	etag   string    // of the last answer understood or rejected; "" until then
+	seen   bool      // a value was understood: the key is served
+	cur    reading   // what the last value understood meant
+	noETag bool      // the server sent no ETag (logged once)
+	rapid  time.Time // when the last long poll that followed a change at once went out
 }
 
 // poll makes one request and works out what it means: the notice to send,
@@ -142,12 +143,27 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 	}
 	p.bo.Reset()
 	w.health.Set(p.i, nil)
+	// A new value under a new ETag: a real change.
+	changed := tag != "" && tag != p.etag && r.id != p.cur.id
 	p.seen, p.etag = true, tag
 	next = start.Add(w.cfg.MinInterval)
-	if plain && tag != "" {
+	switch {
+	case plain && tag != "":
 		// The first long poll follows a read at once: only an answer to
 		// a long poll can be one that spins.
 		next = time.Time{}
+	case changed:
+		// The next long poll goes out at once, so that a second change
+		// right after the first is not held back by MinInterval. A
+		// server that ignores wait_for_change answers with the value
+		// and ETag it had, so it still costs one request per
+		// MinInterval; one whose value flips at every answer gets one
+		// request per MinInterval/10 at the most.
+		next = p.rapid.Add(w.cfg.MinInterval / 10)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+		p.rapid = next
 	}
 	if tag == "" && !p.noETag {
 		p.noETag = true
