@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -141,17 +139,12 @@ type Server struct {
 	// http://169.254.169.254.
 	URL string
 
-	addr   string
-	srv    *http.Server
-	faults fakefault.Queue[fakefault.Effects] // has a lock of its own
-	done   chan struct{}                      // closed by Close: WaitStartRequests gives up
+	host     *fakefault.Host                    // the sockets and the request counts
+	faults   fakefault.Queue[fakefault.Effects] // has a lock of its own
+	done     chan struct{}                      // closed by Close: WaitStartRequests gives up
+	doneOnce sync.Once
 
 	mu          sync.Mutex
-	ln          net.Listener
-	serving     chan struct{} // closed when the current Serve returns
-	conns       map[net.Conn]struct{}
-	closed      bool
-	gone        chan struct{} // closed and replaced by Stop: hanging and delayed requests hang up
 	vmName      string
 	events      []Event
 	incarnation int
@@ -161,61 +154,23 @@ type Server struct {
 	enabling    chan struct{} // closed and replaced by SetEnableDelay: waiting GETs are answered
 	acks        []string
 	acked       chan struct{} // closed and replaced when an acknowledgement is recorded
-	counts      map[string]int
-	total       int
-	inFlight    int
-	served      chan struct{} // closed and replaced when a request arrives or is answered
 }
 
 // NewServer starts a fake IMDS on 127.0.0.1 for a VM named "test-vm",
 // with no events, DocumentIncarnation 1, and StartOnAck on.
 func NewServer() *Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("azuretest: listen: " + err.Error())
-	}
 	s := &Server{
-		addr:        ln.Addr().String(),
 		done:        make(chan struct{}),
-		conns:       map[net.Conn]struct{}{},
-		gone:        make(chan struct{}),
 		vmName:      "test-vm",
 		incarnation: 1,
 		startOnAck:  true,
 		enabling:    make(chan struct{}),
 		acked:       make(chan struct{}),
-		counts:      map[string]int{},
-		served:      make(chan struct{}),
 	}
-	s.URL = "http://" + s.addr
-	s.srv = &http.Server{
-		Handler:     http.HandlerFunc(s.handle),
-		ConnState:   s.connState,
-		ReadTimeout: 10 * time.Second,
-	}
-	s.serve(ln)
+	s.host = fakefault.NewHost("azuretest")
+	s.URL = s.host.URL()
+	s.host.Serve(http.HandlerFunc(s.handle))
 	return s
-}
-
-func (s *Server) serve(ln net.Listener) {
-	s.ln = ln
-	done := make(chan struct{})
-	s.serving = done
-	go func() {
-		defer close(done)
-		_ = s.srv.Serve(ln) // ends when ln is closed
-	}()
-}
-
-func (s *Server) connState(c net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		s.conns[c] = struct{}{}
-	case http.StateClosed, http.StateHijacked:
-		delete(s.conns, c)
-	}
 }
 
 // Stop makes the server go away, as IMDS does when the network path to it
@@ -224,56 +179,19 @@ func (s *Server) connState(c net.Conn, st http.ConnState) {
 // for the service to enable itself have their connections closed. Start
 // brings it back on the same address with the same state. Stop on a
 // stopped server does nothing.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	ln, done := s.ln, s.serving
-	s.ln = nil
-	if ln != nil {
-		close(s.gone)
-		s.gone = make(chan struct{})
-		for c := range s.conns {
-			c.Close()
-		}
-	}
-	s.mu.Unlock()
-	if ln != nil {
-		ln.Close()
-		<-done
-	}
-}
+func (s *Server) Stop() { s.host.Stop() }
 
 // Start brings a stopped server back on its address. It returns an error if
 // the address cannot be had again, or if the server was closed.
-func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("azuretest: server closed")
-	}
-	if s.ln != nil {
-		return nil
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("azuretest: listen again on %s: %w", s.addr, err)
-	}
-	s.serve(ln)
-	return nil
-}
+func (s *Server) Start() error { return s.host.Start() }
 
 // Close releases every request that waits or hangs (their connections are
 // closed without an answer), closes all connections and shuts the server
 // down; Start fails after it, and WaitStartRequests returns. It is safe to
 // call more than once.
 func (s *Server) Close() {
-	s.Stop()
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.done)
-	}
-	s.mu.Unlock()
-	s.srv.Close()
+	s.host.Close()
+	s.doneOnce.Do(func() { close(s.done) })
 }
 
 // SetVMName sets the VM's name: what PathVMName answers, and the
@@ -449,51 +367,18 @@ func (s *Server) WaitStartRequests(ctx context.Context, n int) ([]string, error)
 // refusals and requests it hung up on included; POST requests, the
 // acknowledgements, are counted under "POST" instead, and "" counts every
 // request. A request that hangs counts once it ends.
-func (s *Server) Requests(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if path == "" {
-		return s.total
-	}
-	return s.counts[path]
-}
+func (s *Server) Requests(path string) int { return s.host.Requests(path) }
 
 // Served returns a channel that is closed when a request next arrives or
 // is answered, so that a test can wait for a poll without sleeping: take
 // the channel, check Requests or InFlight, and wait on the channel if the
 // count is not there yet.
-func (s *Server) Served() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.served
-}
+func (s *Server) Served() <-chan struct{} { return s.host.Served() }
 
 // InFlight returns how many requests the server is answering now, such as
 // requests held by a [Fault] with Hang or Delay, or waiting for the
 // service to enable itself (see [Server.SetEnableDelay]).
-func (s *Server) InFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inFlight
-}
-
-func (s *Server) arrive() {
-	s.mu.Lock()
-	s.inFlight++
-	close(s.served)
-	s.served = make(chan struct{})
-	s.mu.Unlock()
-}
-
-func (s *Server) count(key string) {
-	s.mu.Lock()
-	s.inFlight--
-	s.counts[key]++
-	s.total++
-	close(s.served)
-	s.served = make(chan struct{})
-	s.mu.Unlock()
-}
+func (s *Server) InFlight() int { return s.host.InFlight() }
 
 // handle answers one request: with the fault it takes, if any, else as
 // IMDS does.
@@ -507,13 +392,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, maxAckBody+1))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	s.arrive()
-	defer s.count(key)
+	s.host.Arrive()
+	defer s.host.Answered(key)
 
-	s.mu.Lock()
 	f, cleared, hit := s.faults.Take(key)
-	gone := s.gone
-	s.mu.Unlock()
+	gone := s.host.Gone()
 	if hit && f.Apply(w, r, cleared, gone, write) == fakefault.Handled {
 		return
 	}

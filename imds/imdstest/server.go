@@ -4,9 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -58,16 +55,10 @@ type Server struct {
 	// imds.Config.Endpoint or AWS_EC2_METADATA_SERVICE_ENDPOINT.
 	URL string
 
-	addr   string
-	srv    *http.Server
+	host   *fakefault.Host                    // the sockets and the request counts
 	faults fakefault.Queue[fakefault.Effects] // has a lock of its own
 
 	mu           sync.Mutex
-	ln           net.Listener
-	serving      chan struct{} // closed when the current Serve returns
-	conns        map[net.Conn]struct{}
-	closed       bool
-	gone         chan struct{} // closed and replaced by Stop: hanging and delayed requests hang up
 	tokens       map[string]time.Time
 	tokenOpt     bool // tokens optional (IMDSv1 allowed)
 	action       string
@@ -76,108 +67,32 @@ type Server struct {
 	hasRebalance bool
 	scheduled    []ScheduledEvent
 	lifecycle    string
-	counts       map[string]int
-	inFlight     int
-	served       chan struct{} // closed and replaced when a request arrives or is answered
 }
 
 // NewServer starts a fake IMDS on 127.0.0.1 with nothing pending and
 // IMDSv2 tokens required.
 func NewServer() *Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("imdstest: listen: " + err.Error())
-	}
-	s := &Server{
-		addr:   ln.Addr().String(),
-		conns:  map[net.Conn]struct{}{},
-		gone:   make(chan struct{}),
-		tokens: map[string]time.Time{},
-		counts: map[string]int{},
-		served: make(chan struct{}),
-	}
-	s.URL = "http://" + s.addr
-	s.srv = &http.Server{
-		Handler:     http.HandlerFunc(s.handle),
-		ConnState:   s.connState,
-		ReadTimeout: 10 * time.Second,
-	}
-	s.serve(ln)
+	s := &Server{tokens: map[string]time.Time{}}
+	s.host = fakefault.NewHost("imdstest")
+	s.URL = s.host.URL()
+	s.host.Serve(http.HandlerFunc(s.handle))
 	return s
-}
-
-func (s *Server) serve(ln net.Listener) {
-	s.ln = ln
-	done := make(chan struct{})
-	s.serving = done
-	go func() {
-		defer close(done)
-		_ = s.srv.Serve(ln) // ends when ln is closed
-	}()
-}
-
-func (s *Server) connState(c net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		s.conns[c] = struct{}{}
-	case http.StateClosed, http.StateHijacked:
-		delete(s.conns, c)
-	}
 }
 
 // Stop makes the server go away, as IMDS does when the network path to it
 // breaks: it stops listening and drops every open connection, so clients see
 // connection refused or reset. Start brings it back on the same address with
 // the same state. Stop on a stopped server does nothing.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	ln, done := s.ln, s.serving
-	s.ln = nil
-	if ln != nil {
-		close(s.gone)
-		s.gone = make(chan struct{})
-		for c := range s.conns {
-			c.Close()
-		}
-	}
-	s.mu.Unlock()
-	if ln != nil {
-		ln.Close()
-		<-done
-	}
-}
+func (s *Server) Stop() { s.host.Stop() }
 
 // Start brings a stopped server back on its address. It returns an error if
 // the address cannot be had again, or if the server was closed.
-func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("imdstest: server closed")
-	}
-	if s.ln != nil {
-		return nil
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("imdstest: listen again on %s: %w", s.addr, err)
-	}
-	s.serve(ln)
-	return nil
-}
+func (s *Server) Start() error { return s.host.Start() }
 
 // Close releases every request that waits or hangs (their connections are
 // closed without an answer), closes all connections and shuts the server
 // down; Start fails after it. It is safe to call more than once.
-func (s *Server) Close() {
-	s.Stop()
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.srv.Close()
-}
+func (s *Server) Close() { s.host.Close() }
 
 // SetInterruption schedules a spot interruption: spot/instance-action
 // answers {"action": action, "time": at} (and spot/termination-time answers
@@ -246,21 +161,13 @@ func (s *Server) ExpireTokens() {
 // or "api/token" for the token) the server has answered, faults and
 // requests it hung up on included. A request that hangs counts once it
 // ends.
-func (s *Server) Requests(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts[path]
-}
+func (s *Server) Requests(path string) int { return s.host.Requests(path) }
 
 // Served returns a channel that is closed when a request next arrives or
 // is answered, so that a test can wait for a poll without sleeping: take
 // the channel, check Requests or InFlight, and wait on the channel if the
 // count is not there yet.
-func (s *Server) Served() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.served
-}
+func (s *Server) Served() <-chan struct{} { return s.host.Served() }
 
 // handle answers one request: with the fault it takes, if any, else as
 // IMDS does.
@@ -269,13 +176,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == tokenPath {
 		key = "api/token"
 	}
-	s.arrive()
-	defer s.count(key)
+	s.host.Arrive()
+	defer s.host.Answered(key)
 
-	s.mu.Lock()
 	f, cleared, hit := s.faults.Take(key)
-	gone := s.gone
-	s.mu.Unlock()
+	gone := s.host.Gone()
 	if hit && f.Apply(w, r, cleared, gone, write) == fakefault.Handled {
 		return
 	}
@@ -297,30 +202,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) arrive() {
-	s.mu.Lock()
-	s.inFlight++
-	close(s.served)
-	s.served = make(chan struct{})
-	s.mu.Unlock()
-}
-
-func (s *Server) count(key string) {
-	s.mu.Lock()
-	s.inFlight--
-	s.counts[key]++
-	close(s.served)
-	s.served = make(chan struct{})
-	s.mu.Unlock()
-}
-
 // InFlight returns how many requests the server is answering now, such as
 // requests held by a [Fault] with Hang or Delay.
-func (s *Server) InFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inFlight
-}
+func (s *Server) InFlight() int { return s.host.InFlight() }
 
 func write(w http.ResponseWriter, status int, body string) {
 	if body == "" && status != http.StatusOK {
