@@ -49,39 +49,55 @@ var errNotDocument = errors.New("answer is not a scheduled-events document (no D
 // the shape (DocumentIncarnation and Events must be there), so that a
 // JSON answer from something else is an error, not "no events".
 func parseDocument(body []byte) (document, error) {
+	doc, raws, err := parseHead(body)
+	if err != nil {
+		return document{}, err
+	}
+	doc.Events, err = parseEvents(raws)
+	return doc, err
+}
+
+// parseHead reads the document's shape and DocumentIncarnation, leaving
+// its events unread: an unchanged incarnation needs nothing more.
+func parseHead(body []byte) (document, []json.RawMessage, error) {
 	var d struct {
 		Incarnation *int64             `json:"DocumentIncarnation"`
 		Events      *[]json.RawMessage `json:"Events"`
 	}
 	if err := strictKeys(body, docKeys); err != nil {
-		return document{}, err
+		return document{}, nil, err
 	}
 	if err := json.Unmarshal(body, &d); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return document{}, fmt.Errorf("%w: %w", errNotDocument, shorten(err))
+			return document{}, nil, fmt.Errorf("%w: %w", errNotDocument, shorten(err))
 		}
-		return document{}, fmt.Errorf("answer is not JSON: %w", shorten(err))
+		return document{}, nil, fmt.Errorf("answer is not JSON: %w", shorten(err))
 	}
 	if d.Incarnation == nil || d.Events == nil {
-		return document{}, errNotDocument
+		return document{}, nil, errNotDocument
 	}
 	if len(*d.Events) > maxEvents {
-		return document{}, fmt.Errorf("answer lists %d events (more than %d)", len(*d.Events), maxEvents)
+		return document{}, nil, fmt.Errorf("answer lists %d events (more than %d)", len(*d.Events), maxEvents)
 	}
-	doc := document{Incarnation: *d.Incarnation, Events: make([]event, 0, len(*d.Events))}
-	for i, raw := range *d.Events {
+	return document{Incarnation: *d.Incarnation}, *d.Events, nil
+}
+
+// parseEvents reads the events of a document.
+func parseEvents(raws []json.RawMessage) ([]event, error) {
+	events := make([]event, 0, len(raws))
+	for i, raw := range raws {
 		var e event
 		if err := strictKeys(raw, eventKeys); err != nil {
-			return document{}, fmt.Errorf("event %d: %w", i, err)
+			return nil, fmt.Errorf("event %d: %w", i, err)
 		}
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return document{}, fmt.Errorf("event %d is not an event: %w", i, shorten(err))
+			return nil, fmt.Errorf("event %d is not an event: %w", i, shorten(err))
 		}
 		e.raw = raw
-		doc.Events = append(doc.Events, e)
+		events = append(events, e)
 	}
-	return doc, nil
+	return events, nil
 }
 
 // The keys of a document and of an event, as Azure spells them.

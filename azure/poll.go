@@ -108,12 +108,15 @@ func (w *watcher) once(ctx context.Context) error {
 		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
 	w.answered = true // the service is enabled, whatever it said
-	doc, err := parseDocument(body)
+	doc, raws, err := parseHead(body)
 	if err != nil {
 		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
 	if w.acted && doc.Incarnation == w.incarnation {
-		return nil // nothing changed
+		return nil // nothing changed: the events are not read
+	}
+	if doc.Events, err = parseEvents(raws); err != nil {
+		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
 	notices, problem := w.s.update(doc, w.vm, w.seen, time.Now(), w.log)
 	w.health.Set(partContent, problem)
