@@ -15,14 +15,15 @@ import (
 
 // The defaults of the [Config] fields of the same names.
 const (
-	DefaultInterval         = time.Second
-	DefaultAdvisoryInterval = 30 * time.Second
-	DefaultRequestTimeout   = 2 * time.Second
-	DefaultMaxBackoff       = 10 * time.Second
+	DefaultInterval            = time.Second
+	DefaultFastInterval        = 250 * time.Millisecond
+	DefaultAdvisoryInterval    = 3 * time.Second
+	DefaultMaintenanceInterval = 30 * time.Second
+	DefaultRequestTimeout      = 2 * time.Second
+	DefaultMaxBackoff          = 10 * time.Second
 )
 
-// FloorInterval is the shortest Config.Interval or Config.AdvisoryInterval
-// that Watch accepts. IMDS throttles each instance, and its link-local
+// FloorInterval is the shortest interval of a [Config] that Watch accepts. IMDS throttles each instance, and its link-local
 // traffic shares one packet allowance with DNS and NTP: polling faster
 // would hammer the metadata service (and starve DNS) for no gain, since a
 // spot interruption comes about two minutes ahead. Tests poll at
@@ -79,17 +80,34 @@ type Config struct {
 	// bodies and refuses redirects.
 	Client *awsimds.Client
 
-	// Interval is how often the urgent paths (spot/instance-action,
-	// autoscaling/target-lifecycle-state) are polled, start to start.
-	// Zero means [DefaultInterval] (1 s); otherwise it must be at least
+	// Interval is how often spot/instance-action is polled, start to
+	// start, and autoscaling/target-lifecycle-state once it has answered
+	// 200 (the instance is in an Auto Scaling group). Zero means
+	// [DefaultInterval] (1 s); otherwise it must be at least
 	// [FloorInterval] (10 ms).
 	Interval time.Duration
 
-	// AdvisoryInterval is how often the advisory paths (rebalance
-	// recommendation, scheduled maintenance) are polled. Zero means
-	// [DefaultAdvisoryInterval] (30 s); otherwise it must be at least
-	// FloorInterval.
+	// FastInterval replaces Interval while advice holds: a rebalance
+	// recommendation, an active scheduled event, or a lifecycle state
+	// other than InService. Those often come before an interruption, so
+	// the source polls the urgent paths faster until the advice clears.
+	// Zero means [DefaultFastInterval] (250 ms); otherwise it must be at
+	// least FloorInterval. An Interval shorter than FastInterval is kept
+	// throughout.
+	FastInterval time.Duration
+
+	// AdvisoryInterval is how often events/recommendations/rebalance is
+	// polled, and autoscaling/target-lifecycle-state while it answers 404
+	// (the instance is in no Auto Scaling group). Zero means
+	// [DefaultAdvisoryInterval] (3 s); otherwise it must be at least
+	// FloorInterval. See the package documentation for the choice.
 	AdvisoryInterval time.Duration
+
+	// MaintenanceInterval is how often events/maintenance/scheduled is
+	// polled: EC2 schedules maintenance days ahead. Zero means
+	// [DefaultMaintenanceInterval] (30 s); otherwise it must be at least
+	// FloorInterval.
+	MaintenanceInterval time.Duration
 
 	// RequestTimeout bounds one poll of one path, the SDK's own retries
 	// included, so it is also the longest the source takes to have its
@@ -133,7 +151,9 @@ type Config struct {
 // validate reports them.
 func (c Config) withDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.FastInterval = cmp.Or(c.FastInterval, DefaultFastInterval)
 	c.AdvisoryInterval = cmp.Or(c.AdvisoryInterval, DefaultAdvisoryInterval)
+	c.MaintenanceInterval = cmp.Or(c.MaintenanceInterval, DefaultMaintenanceInterval)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.Events = cmp.Or(c.Events, AllEvents)
@@ -163,7 +183,9 @@ func (c Config) validate(in host.Info) error {
 		floor time.Duration
 	}{
 		{"Interval", c.Interval, FloorInterval},
+		{"FastInterval", c.FastInterval, FloorInterval},
 		{"AdvisoryInterval", c.AdvisoryInterval, FloorInterval},
+		{"MaintenanceInterval", c.MaintenanceInterval, FloorInterval},
 		{"RequestTimeout", c.RequestTimeout, 0},
 		{"MaxBackoff", c.MaxBackoff, 0},
 	} {

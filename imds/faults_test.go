@@ -106,7 +106,7 @@ func TestFaultBursts(t *testing.T) {
 
 func TestFaultSlowerThanRequestTimeout(t *testing.T) {
 	cfg := imds.Config{
-		Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
+		Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond, MaintenanceInterval: 10 * time.Millisecond,
 		RequestTimeout: 50 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
 	}
 	h := start(t, &cfg, func(s *imdstest.Server) { s.Inject(imdstest.Fault{Hang: true}) })

@@ -7,23 +7,24 @@ import (
 	"github.com/termsig/termsig"
 )
 
-// The handlers turn the answers of one path into notices. Each keeps what
-// it has reported, so that an event seen on every poll is sent once; each
-// is called by one poller goroutine only.
+// The handlers turn the answers of one path into notices, and say whether
+// the answer holds advice (Config.FastInterval). Each keeps what it has
+// reported, so that an event seen on every poll is sent once; each is
+// called by one poller goroutine only.
 
-func newSpotHandler() func(bool, []byte) ([]termsig.Notice, error) {
+func newSpotHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {
 	reported := "" // the action reported and still pending
-	return func(found bool, body []byte) ([]termsig.Notice, error) {
+	return func(found bool, body []byte) ([]termsig.Notice, bool, error) {
 		if !found {
 			reported = ""
-			return nil, nil
+			return nil, false, nil
 		}
 		a, err := parseInstanceAction(body)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if a.Action == reported {
-			return nil, nil // the same interruption, maybe with a recomputed time
+			return nil, false, nil // the same interruption, maybe with a recomputed time
 		}
 		reported = a.Action
 		return []termsig.Notice{{
@@ -32,51 +33,54 @@ func newSpotHandler() func(bool, []byte) ([]termsig.Notice, error) {
 			Reason:   "spot interruption: " + a.Action,
 			Deadline: a.Deadline,
 			Raw:      string(body),
-		}}, nil
+		}}, false, nil
 	}
 }
 
-func newLifecycleHandler() func(bool, []byte) ([]termsig.Notice, error) {
+func newLifecycleHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {
 	last := ""
-	return func(found bool, body []byte) ([]termsig.Notice, error) {
+	return func(found bool, body []byte) ([]termsig.Notice, bool, error) {
 		if !found {
 			last = ""
-			return nil, nil
+			return nil, false, nil
 		}
 		state, err := parseLifecycle(body)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		prev := last
 		last = state
+		// Any state but InService is advice: the group is moving the
+		// instance (Standby, Detached, Warmed:*) or ending it.
+		advice := state != "InService"
 		if state != "Terminated" || prev == "Terminated" {
-			return nil, nil
+			return nil, advice, nil
 		}
 		return []termsig.Notice{{
 			Kind:   termsig.Terminate,
 			Event:  eventLifecycle,
 			Reason: "auto scaling: target lifecycle state Terminated",
 			Raw:    string(body),
-		}}, nil
+		}}, advice, nil
 	}
 }
 
-func newRebalanceHandler() func(bool, []byte) ([]termsig.Notice, error) {
+func newRebalanceHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {
 	seen := false
-	return func(found bool, body []byte) ([]termsig.Notice, error) {
+	return func(found bool, body []byte) ([]termsig.Notice, bool, error) {
 		if !found {
 			if !seen {
-				return nil, nil
+				return nil, false, nil
 			}
 			seen = false
-			return []termsig.Notice{{Kind: termsig.Cleared, Event: eventRebalance, Reason: "rebalance recommendation withdrawn"}}, nil
+			return []termsig.Notice{{Kind: termsig.Cleared, Event: eventRebalance, Reason: "rebalance recommendation withdrawn"}}, false, nil
 		}
 		at, err := parseRebalance(body)
 		if err != nil {
-			return nil, err
+			return nil, seen, err
 		}
 		if seen {
-			return nil, nil
+			return nil, true, nil
 		}
 		seen = true
 		return []termsig.Notice{{
@@ -84,21 +88,21 @@ func newRebalanceHandler() func(bool, []byte) ([]termsig.Notice, error) {
 			Event:  eventRebalance,
 			Reason: "rebalance recommendation, noticeTime " + at,
 			Raw:    string(body),
-		}}, nil
+		}}, true, nil
 	}
 }
 
-func newScheduledHandler() func(bool, []byte) ([]termsig.Notice, error) {
+func newScheduledHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {
 	reported := map[string]string{} // EventId → NotBefore reported
-	return func(found bool, body []byte) ([]termsig.Notice, error) {
+	return func(found bool, body []byte) ([]termsig.Notice, bool, error) {
 		if !found {
 			// IMDS answers [] when nothing is scheduled; a 404 here says
 			// nothing about the events, so it changes nothing.
-			return nil, nil
+			return nil, len(reported) > 0, nil
 		}
 		evs, err := parseScheduled(body)
 		if err != nil {
-			return nil, err
+			return nil, len(reported) > 0, err
 		}
 		now, order := byEventID(evs)
 		// Ended events first, so that a replaced event reads as
@@ -112,7 +116,7 @@ func newScheduledHandler() func(bool, []byte) ([]termsig.Notice, error) {
 			reported[id] = e.NotBefore
 			notices = append(notices, maintenance(e, body))
 		}
-		return notices, nil
+		return notices, len(reported) > 0, nil
 	}
 }
 

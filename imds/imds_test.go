@@ -253,7 +253,9 @@ func TestEndpointFromEnvironment(t *testing.T) {
 func TestDefaultIntervals(t *testing.T) {
 	// Not a timing test: the defaults are part of the documented contract.
 	assert.Equal(t, time.Second, imds.DefaultInterval)
-	assert.LessOrEqual(t, imds.DefaultAdvisoryInterval, 30*time.Second)
+	assert.Equal(t, 250*time.Millisecond, imds.DefaultFastInterval)
+	assert.Equal(t, 3*time.Second, imds.DefaultAdvisoryInterval)
+	assert.Equal(t, 30*time.Second, imds.DefaultMaintenanceInterval)
 }
 
 func TestNoticeFields(t *testing.T) {

@@ -31,21 +31,25 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond, 2 * time.Second} {
 		b.Run("interval="+interval.String(), func(b *testing.B) {
 			for b.Loop() {
-				lat := measureLatency(b, interval, *trials, *workers)
-				slices.Sort(lat)
-				var sum time.Duration
-				for _, d := range lat {
-					sum += d
-				}
-				ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-				b.ReportMetric(ms(sum/time.Duration(len(lat))), "mean-ms")
-				b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-				b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
-				b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-				b.ReportMetric(float64(len(lat)), "trials")
+				report(b, measureLatency(b, interval, *trials, *workers))
 			}
 		})
 	}
+}
+
+// report reports the mean, p50, p99 and maximum of lat in milliseconds.
+func report(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(sum/time.Duration(len(lat))), "mean-ms")
+	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+	b.ReportMetric(float64(len(lat)), "trials")
 }
 
 // percentile returns the p-th percentile of sorted (nearest rank).
@@ -54,7 +58,32 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	return sorted[max(i-1, 0)]
 }
 
+// measureLatency runs trials of a spot interruption at phases spread over
+// the cycle of a source that polls every interval.
 func measureLatency(b *testing.B, interval time.Duration, trials, workers int) []time.Duration {
+	cfg := imds.Config{Interval: interval, Events: imds.SpotInterruption}
+	return runTrials(b, cfg, trials, workers, func(srv *imdstest.Server, n *termsig.Notifier, phase float64) (time.Duration, error) {
+		// Clear, and let the source see two 404s, so that the next
+		// interruption is news to it.
+		srv.ClearInterruption()
+		if err := answered(srv, imdstest.PathInstanceAction, 2); err != nil {
+			return 0, err
+		}
+		// answered returns just after a poll, so this sleep sets the
+		// phase of the flip in the polling cycle.
+		time.Sleep(time.Duration(phase * float64(interval)))
+		flip := time.Now()
+		srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+		err := next(n, termsig.Terminate)
+		return time.Since(flip), err
+	})
+}
+
+// runTrials runs trials, workers side by side, each worker with its own
+// fake and a source configured by cfg, and returns the latency of each.
+// The phases (0 to 1) of the trials are spread evenly (stratified), so
+// that the mean is not at the mercy of a few random draws.
+func runTrials(b *testing.B, cfg imds.Config, trials, workers int, trial func(*imdstest.Server, *termsig.Notifier, float64) (time.Duration, error)) []time.Duration {
 	var (
 		mu  sync.Mutex
 		lat []time.Duration
@@ -65,31 +94,16 @@ func measureLatency(b *testing.B, interval time.Duration, trials, workers int) [
 		wg.Go(func() {
 			srv := imdstest.NewServer()
 			defer srv.Close()
-			n := termsig.New(imds.New(imds.Config{Endpoint: srv.URL, Interval: interval, Events: imds.SpotInterruption}))
+			cfg := cfg
+			cfg.Endpoint = srv.URL
+			n := termsig.New(imds.New(cfg))
 			defer n.Stop()
 			for i := range per {
-				// Clear, and let the source see two 404s, so that the next
-				// interruption is news to it.
-				srv.ClearInterruption()
-				if err := answered(srv, imdstest.PathInstanceAction, 2); err != nil {
+				d, err := trial(srv, n, (float64(i*workers+w)+0.5)/float64(per*workers))
+				if err != nil {
 					b.Error(err)
 					return
 				}
-				// answered returns just after a poll, so this sleep sets the
-				// phase of the flip in the polling cycle. The phases are
-				// spread evenly over the cycle (stratified), so that the
-				// mean is not at the mercy of a few random draws.
-				k := i*workers + w
-				time.Sleep(time.Duration((float64(k) + 0.5) / float64(per*workers) * float64(interval)))
-				flip := time.Now()
-				srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
-				select {
-				case <-n.C():
-				case <-time.After(interval + 5*time.Second):
-					b.Error("no notice")
-					return
-				}
-				d := time.Since(flip)
 				mu.Lock()
 				lat = append(lat, d)
 				mu.Unlock()
@@ -140,5 +154,60 @@ func BenchmarkIdleRequests(b *testing.B) {
 		srv.Close()
 		b.ReportMetric(float64(total), "requests/min")
 		b.ReportMetric(float64(total)/60, "requests/s")
+	}
+}
+
+// BenchmarkAfterRebalance measures, at the default intervals, the time from
+// a spot interruption that follows a rebalance recommendation by 5 s or
+// more to its notice on Notifier.C: the recommendation puts the urgent
+// paths at FastInterval. The recommendation appears at phases spread over
+// the AdvisoryInterval cycle, and the interruption 5 s later at phases
+// spread over the FastInterval cycle.
+//
+//	go test -run XXX -bench AfterRebalance -benchtime 1x ./imds
+func BenchmarkAfterRebalance(b *testing.B) {
+	for b.Loop() {
+		report(b, runTrials(b, imds.Config{}, *trials, *workers*2, rebalanceTrial))
+	}
+}
+
+// rebalanceTrial runs one trial at phase (0 to 1) of both cycles, and
+// leaves the fake and the source with nothing pending.
+func rebalanceTrial(srv *imdstest.Server, n *termsig.Notifier, phase float64) (time.Duration, error) {
+	if err := answered(srv, imdstest.PathRebalance, 1); err != nil {
+		return 0, err
+	}
+	time.Sleep(time.Duration(phase * float64(imds.DefaultAdvisoryInterval)))
+	advised := time.Now()
+	srv.SetRebalance(advised)
+	if err := next(n, termsig.Rebalance); err != nil {
+		return 0, err
+	}
+	time.Sleep(time.Until(advised.Add(5*time.Second + time.Duration(phase*float64(imds.DefaultFastInterval)))))
+	flip := time.Now()
+	srv.SetInterruption("terminate", flip.Add(2*time.Minute))
+	if err := next(n, termsig.Terminate); err != nil {
+		return 0, err
+	}
+	d := time.Since(flip)
+	srv.ClearInterruption()
+	srv.ClearRebalance()
+	if err := next(n, termsig.Cleared); err != nil {
+		return 0, err
+	}
+	// The interruption's 404 seen twice, so that the next is news.
+	return d, answered(srv, imdstest.PathInstanceAction, 2)
+}
+
+// next waits for a notice of kind on n.C.
+func next(n *termsig.Notifier, kind termsig.Kind) error {
+	select {
+	case nt := <-n.C():
+		if nt.Kind != kind {
+			return fmt.Errorf("got %v, want a %v notice", nt, kind)
+		}
+		return nil
+	case <-time.After(time.Minute):
+		return fmt.Errorf("no %v notice", kind)
 	}
 }

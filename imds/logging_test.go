@@ -82,7 +82,7 @@ func TestFaultOneLogLinePerOutage(t *testing.T) {
 	client := awsimds.New(awsimds.Options{Endpoint: "http://" + closedPort(t), HTTPClient: hc, Retryer: aws.NopRetryer{}})
 	logs := testlog.New()
 	cfg := imds.Config{
-		Client: client, Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
+		Client: client, Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond, MaintenanceInterval: 10 * time.Millisecond,
 		RequestTimeout: 200 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: logs.Logger(),
 	}
 	n := termsig.Config{Logger: logs.Logger()}.New(imds.New(cfg))

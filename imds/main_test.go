@@ -21,11 +21,12 @@ const wait = 5 * time.Second
 // fastConfig polls every 10 ms, so that tests see many polls quickly.
 func fastConfig(srv *imdstest.Server) imds.Config {
 	return imds.Config{
-		Endpoint:         srv.URL,
-		Interval:         10 * time.Millisecond,
-		AdvisoryInterval: 10 * time.Millisecond,
-		RequestTimeout:   200 * time.Millisecond,
-		MaxBackoff:       40 * time.Millisecond,
+		Endpoint:            srv.URL,
+		Interval:            10 * time.Millisecond,
+		AdvisoryInterval:    10 * time.Millisecond,
+		MaintenanceInterval: 10 * time.Millisecond,
+		RequestTimeout:      200 * time.Millisecond,
+		MaxBackoff:          40 * time.Millisecond,
 	}
 }
 

@@ -115,7 +115,10 @@ func FuzzInstanceAction(f *testing.F) {
 	f.Add([]byte(`{"action": "reboot", "time": 1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a, err := parseInstanceAction(body)
-		notices, herr := newSpotHandler()(true, body)
+		notices, advice, herr := newSpotHandler()(true, body)
+		if advice {
+			t.Fatalf("payload %q: a spot answer is never advice", body)
+		}
 		if err != nil {
 			if !errors.Is(err, errBadPayload) || herr == nil || len(notices) != 0 {
 				t.Fatalf("bad payload %q: err %v, handler %v, %v", body, err, herr, notices)
@@ -134,9 +137,9 @@ func FuzzRebalance(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		_, err := parseRebalance(body)
-		notices, herr := newRebalanceHandler()(true, body)
-		if (err == nil) != (herr == nil) {
-			t.Fatalf("payload %q: %v vs %v", body, err, herr)
+		notices, advice, herr := newRebalanceHandler()(true, body)
+		if (err == nil) != (herr == nil) || advice != (err == nil) {
+			t.Fatalf("payload %q: %v vs %v, advice %v", body, err, herr, advice)
 		}
 		for _, n := range notices {
 			if n.Kind != termsig.Rebalance {
@@ -153,14 +156,14 @@ func FuzzScheduled(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		handle := newScheduledHandler()
 		// A bad payload after a real one must not clear anything.
-		first, err := handle(true, []byte(realScheduled[1]))
-		if err != nil || len(first) != 1 {
-			t.Fatalf("seed: %v %v", first, err)
+		first, advice, err := handle(true, []byte(realScheduled[1]))
+		if err != nil || len(first) != 1 || !advice {
+			t.Fatalf("seed: %v %v, advice %v", first, err, advice)
 		}
-		notices, err := handle(true, body)
+		notices, advice, err := handle(true, body)
 		if _, perr := parseScheduled(body); perr != nil {
-			if err == nil || len(notices) != 0 {
-				t.Fatalf("bad payload %q gave %v, %v", body, notices, err)
+			if err == nil || len(notices) != 0 || !advice {
+				t.Fatalf("bad payload %q gave %v, %v, advice %v", body, notices, err, advice)
 			}
 			return
 		}
@@ -177,10 +180,10 @@ func FuzzLifecycle(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		notices, err := newLifecycleHandler()(true, body)
+		notices, advice, err := newLifecycleHandler()(true, body)
 		state, perr := parseLifecycle(body)
-		if (err == nil) != (perr == nil) {
-			t.Fatalf("payload %q: %v vs %v", body, err, perr)
+		if (err == nil) != (perr == nil) || err == nil && advice != (state != "InService") {
+			t.Fatalf("payload %q: %v vs %v, advice %v", body, err, perr, advice)
 		}
 		if len(notices) > 0 && state != "Terminated" {
 			t.Fatalf("payload %q (state %q): notices %v", body, state, notices)
@@ -198,7 +201,7 @@ func TestUrgentBackoffLimit(t *testing.T) {
 	}
 	assert.Equal(t, map[string]time.Duration{
 		PathInstanceAction: 4 * time.Second,
-		PathLifecycle:      4 * time.Second,
+		PathLifecycle:      4 * time.Second, // polled every 3 s while it answers 404
 		PathRebalance:      DefaultMaxBackoff,
 		PathScheduled:      DefaultMaxBackoff,
 	}, limits)
@@ -208,12 +211,32 @@ func TestUrgentBackoffLimit(t *testing.T) {
 // recommendation: the time only goes into the Reason.
 func TestRebalanceTimeNotAString(t *testing.T) {
 	for _, body := range []string{`{"noticeTime": 1603786920}`, `{"noticeTime": null}`, `{}`, `{"noticeTime": {"x": 1}}`} {
-		notices, err := newRebalanceHandler()(true, []byte(body))
+		notices, _, err := newRebalanceHandler()(true, []byte(body))
 		if err != nil || len(notices) != 1 || notices[0].Kind != termsig.Rebalance {
 			t.Errorf("%s: got %v, %v; want one Rebalance notice", body, notices, err)
 		}
 	}
 	if _, err := parseRebalance([]byte(`[]`)); err == nil {
 		t.Error("an array is not a recommendation")
+	}
+}
+
+// The request budget of issue 14 at the default intervals: at most 2.5
+// requests a second without advice, 10 with, whether the instance is in an
+// Auto Scaling group or not, tokens included (one per TTL, five minutes).
+func TestRequestBudget(t *testing.T) {
+	w := newWatcher(context.Background(), Config{}.withDefaults(), nil, nil)
+	rate := func(advised, grouped bool) float64 {
+		r := 1 / (5 * time.Minute).Seconds()
+		for _, p := range w.pollers {
+			r += 1 / w.interval(p, advised, grouped).Seconds()
+		}
+		return r
+	}
+	for _, grouped := range []bool{false, true} {
+		idle, fast := rate(false, grouped), rate(true, grouped)
+		t.Logf("in a group %v: %.3f requests/s idle, %.3f under advice", grouped, idle, fast)
+		assert.LessOrEqual(t, idle, 2.5)
+		assert.LessOrEqual(t, fast, 10.0)
 	}
 }

@@ -16,14 +16,31 @@ import (
 	"github.com/termsig/termsig/internal/health"
 )
 
+// A cadence says how often a path is polled.
+type cadence uint8
+
+const (
+	// urgent: Interval, FastInterval while advice holds.
+	urgent cadence = iota
+	// grouped: AdvisoryInterval until the path has answered 200, then
+	// as urgent. The lifecycle state answers 404 on an instance in no
+	// Auto Scaling group, which is most of them.
+	grouped
+	// advisory: AdvisoryInterval.
+	advisory
+	// scheduled: MaintenanceInterval.
+	scheduled
+)
+
 // A poller is one path with what has been reported from it. Each runs in
 // its own goroutine, so its state needs no lock.
 type poller struct {
-	path     string
-	interval time.Duration
-	limit    time.Duration // the longest backoff
-	// handle turns one answer into notices. found is false for 404.
-	handle func(found bool, body []byte) ([]termsig.Notice, error)
+	path    string
+	cadence cadence
+	limit   time.Duration // the longest backoff
+	// handle turns one answer into notices, and says whether the answer
+	// holds advice (see Config.FastInterval). found is false for 404.
+	handle func(found bool, body []byte) (notices []termsig.Notice, advice bool, err error)
 }
 
 // A watcher is one run of Watch: one poller per path, and their health,
@@ -34,10 +51,11 @@ type watcher struct {
 	out     chan<- termsig.Notice
 	pollers []poller
 	parts   *health.Parts
+	advice  advice
 }
 
 func newWatcher(ctx context.Context, cfg Config, client *awsimds.Client, out chan<- termsig.Notice) *watcher {
-	w := &watcher{cfg: cfg, client: client, out: out}
+	w := &watcher{cfg: cfg, client: client, out: out, advice: advice{changed: make(chan struct{})}}
 	w.pollers = w.newPollers()
 	w.parts = health.New(ctx, len(w.pollers))
 	return w
@@ -45,20 +63,34 @@ func newWatcher(ctx context.Context, cfg Config, client *awsimds.Client, out cha
 
 func (w *watcher) newPollers() []poller {
 	var ps []poller
-	urgent := min(w.cfg.MaxBackoff, 4*w.cfg.Interval)
+	urgentLimit := min(w.cfg.MaxBackoff, 4*w.cfg.Interval)
 	if w.cfg.Events&SpotInterruption != 0 {
-		ps = append(ps, poller{PathInstanceAction, w.cfg.Interval, urgent, newSpotHandler()})
+		ps = append(ps, poller{PathInstanceAction, urgent, urgentLimit, newSpotHandler()})
 	}
 	if w.cfg.Events&LifecycleState != 0 {
-		ps = append(ps, poller{PathLifecycle, w.cfg.Interval, urgent, newLifecycleHandler()})
+		ps = append(ps, poller{PathLifecycle, grouped, max(urgentLimit, w.cfg.AdvisoryInterval), newLifecycleHandler()})
 	}
 	if w.cfg.Events&RebalanceRecommendation != 0 {
-		ps = append(ps, poller{PathRebalance, w.cfg.AdvisoryInterval, w.cfg.MaxBackoff, newRebalanceHandler()})
+		ps = append(ps, poller{PathRebalance, advisory, w.cfg.MaxBackoff, newRebalanceHandler()})
 	}
 	if w.cfg.Events&ScheduledMaintenance != 0 {
-		ps = append(ps, poller{PathScheduled, w.cfg.AdvisoryInterval, w.cfg.MaxBackoff, newScheduledHandler()})
+		ps = append(ps, poller{PathScheduled, scheduled, w.cfg.MaxBackoff, newScheduledHandler()})
 	}
 	return ps
+}
+
+// interval returns how long after the start of one poll of p the next
+// starts, when advice holds or not and p has answered 200 or not.
+func (w *watcher) interval(p poller, advised, found bool) time.Duration {
+	switch {
+	case p.cadence == advisory, p.cadence == grouped && !found:
+		return w.cfg.AdvisoryInterval
+	case p.cadence == scheduled:
+		return w.cfg.MaintenanceInterval
+	case advised:
+		return min(w.cfg.FastInterval, w.cfg.Interval)
+	}
+	return w.cfg.Interval
 }
 
 // run polls every path, each in its own goroutine so that a slow answer
@@ -72,41 +104,102 @@ func (w *watcher) run(ctx context.Context) {
 }
 
 // loop polls the path of pollers[i] until ctx is done. After each poll it
-// records the path's health, hands the notices over and, after the first,
-// records the path's first look: the Notifier is told that the source is
-// ready once every path has had one.
+// records the path's health and its advice, hands the notices over and,
+// after the first, records the path's first look: the Notifier is told
+// that the source is ready once every path has had one. When advice starts
+// or ends, the wait under way is measured again from the last poll's
+// start, so that the urgent paths go fast at once.
 func (w *watcher) loop(ctx context.Context, i int) {
 	p := w.pollers[i]
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	// After n failures in a row: interval·2^(n-1), up to the limit.
-	bo := backoff.Backoff{Base: p.interval, Max: p.limit}
-	for first := true; ; first = false {
+	var (
+		start          time.Time
+		looked, found  bool
+		failing        bool
+		bo             = backoff.Backoff{Max: p.limit}
+		advised, moved = w.watchAdvice(p)
+	)
+	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-moved:
+			advised, moved = w.watchAdvice(p)
+			if !failing {
+				timer.Reset(time.Until(start.Add(w.interval(p, advised, found))))
+			}
+			continue
 		case <-timer.C:
 		}
-		start := time.Now()
-		notices, err := w.poll(ctx, p)
+		start = time.Now()
+		res := w.poll(ctx, p)
 		if ctx.Err() != nil {
 			return // an error caused by Stop is no error
 		}
-		w.parts.Set(i, err)
-		if !w.send(ctx, p.path, notices) {
+		w.parts.Set(i, res.err)
+		if res.err == nil {
+			found = found || res.found
+			w.advice.set(i, res.advice)
+		}
+		if !w.send(ctx, p.path, res.notices) {
 			return
 		}
-		if first {
+		if !looked {
 			w.parts.Looked(i)
+			looked = true
 		}
-		wait := p.interval
-		if err != nil {
+		wait := w.interval(p, advised, found)
+		if failing = res.err != nil; failing {
+			bo.Base = wait
 			wait = bo.Next()
 		} else {
 			bo.Reset()
 		}
 		timer.Reset(time.Until(start.Add(wait)))
 	}
+}
+
+// watchAdvice returns whether advice holds and, for a path whose interval
+// follows it, a channel closed when that changes; nil for the others.
+func (w *watcher) watchAdvice(p poller) (bool, <-chan struct{}) {
+	held, changed := w.advice.state()
+	if p.cadence != urgent && p.cadence != grouped {
+		changed = nil
+	}
+	return held, changed
+}
+
+// advice is whether any path's last answer holds advice: while one does,
+// the urgent paths are polled at FastInterval.
+type advice struct {
+	mu      sync.Mutex
+	holders uint64        // bit i: pollers[i]
+	changed chan struct{} // closed, and replaced, when held changes
+}
+
+// set records whether pollers[i]'s last answer holds advice.
+func (a *advice) set(i int, on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	was := a.holders != 0
+	if on {
+		a.holders |= 1 << i
+	} else {
+		a.holders &^= 1 << i
+	}
+	if (a.holders != 0) != was {
+		close(a.changed)
+		a.changed = make(chan struct{})
+	}
+}
+
+// state returns whether advice holds, and a channel closed when that
+// changes.
+func (a *advice) state() (held bool, changed <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.holders != 0, a.changed
 }
 
 // send hands notices over, and reports false if ctx ended first.
@@ -122,22 +215,30 @@ func (w *watcher) send(ctx context.Context, path string, notices []termsig.Notic
 	return true
 }
 
+// result is what one poll of one path gave.
+type result struct {
+	found   bool // 200, not 404
+	advice  bool
+	notices []termsig.Notice
+	err     error
+}
+
 // poll fetches p's path once and hands the answer to p.handle.
-func (w *watcher) poll(ctx context.Context, p poller) ([]termsig.Notice, error) {
+func (w *watcher) poll(ctx context.Context, p poller) result {
 	found, body, err := w.get(ctx, p.path)
 	if err != nil {
-		return nil, err
+		return result{err: err}
 	}
-	notices, err := p.handle(found, body)
+	notices, advice, err := p.handle(found, body)
 	if err != nil {
-		return nil, &pathError{path: p.path, msg: p.path + ": " + err.Error(), err: err}
+		return result{err: &pathError{path: p.path, msg: p.path + ": " + err.Error(), err: err}}
 	}
 	now := time.Now()
 	for i := range notices {
 		notices[i].Source = Name
 		notices[i].Observed = now
 	}
-	return notices, nil
+	return result{found: found, advice: advice, notices: notices}
 }
 
 // maxBody bounds what is read of one answer: real ones are a few hundred

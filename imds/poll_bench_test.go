@@ -26,8 +26,8 @@ func BenchmarkPollCycle(b *testing.B) {
 	ps := w.pollers
 	poll := func() {
 		for _, p := range ps {
-			if _, err := w.poll(ctx, p); err != nil {
-				b.Fatal(err)
+			if res := w.poll(ctx, p); res.err != nil {
+				b.Fatal(res.err)
 			}
 		}
 	}

@@ -77,7 +77,7 @@ func TestReadyWhenIMDSHangs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := imds.Config{
-				Endpoint: tc.endpoint(t), Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
+				Endpoint: tc.endpoint(t), Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond, MaintenanceInterval: 10 * time.Millisecond,
 				RequestTimeout: 100 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
 			}
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {

@@ -95,7 +95,7 @@ func parseFlags(args []string) (config, flags, error) {
 	fs.DurationVar(&cfg.registerTimeout, "register-timeout", time.Minute, "give up (exit 1) if registering fails for this long")
 	fs.StringVar(&cfg.onAdvice, "on-advice", "drain", `what rebalance and maintenance notices do: "drain" (stop claiming, finish the job, stay registered) or "ignore"`)
 	fs.DurationVar(&fl.imdsInterval, "imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
-	fs.DurationVar(&fl.imdsAdvisory, "imds-advisory-interval", 0, "IMDS polling interval for rebalance and maintenance (0: the imds default, 30s)")
+	fs.DurationVar(&fl.imdsAdvisory, "imds-advisory-interval", 0, "IMDS polling interval for rebalance recommendations, and for the lifecycle state outside an Auto Scaling group (0: the imds default, 3s)")
 	fs.BoolVar(&fl.demo, "demo", false, "run a self-contained demo: embedded registry, fake IMDS, a spot interruption")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fl, err

@@ -1,0 +1,127 @@
+package imds_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/imds/imdstest"
+)
+
+// slowConfig polls the urgent paths once an hour unless advice holds, and
+// the rest every 10 ms, so that a test sees from request counts alone
+// which cadence the urgent paths are on.
+func slowConfig() *imds.Config {
+	return &imds.Config{
+		Interval:            time.Hour,
+		FastInterval:        10 * time.Millisecond,
+		AdvisoryInterval:    10 * time.Millisecond,
+		MaintenanceInterval: 10 * time.Millisecond,
+		RequestTimeout:      200 * time.Millisecond,
+		MaxBackoff:          40 * time.Millisecond,
+	}
+}
+
+// urgentStill checks that path is not polled while the advisory paths are
+// polled a few times: the urgent paths are back at Interval. It first lets
+// the source settle for two advisory polls, and allows one poll that was
+// under way.
+func (h *harness) urgentStill(path string) {
+	h.t.Helper()
+	h.polls(imdstest.PathRebalance, 2)
+	before := h.srv.Requests(path)
+	h.polls(imdstest.PathRebalance, 5)
+	assert.LessOrEqual(h.t, h.srv.Requests(path), before+1, "%s polled at the fast cadence without advice", path)
+}
+
+// Each kind of advice makes the urgent paths poll at FastInterval from the
+// moment it is seen (not after the Interval under way), and its end puts
+// them back at Interval.
+func TestFastWhileAdviceHolds(t *testing.T) {
+	event := imdstest.ScheduledEvent{
+		Code: "system-reboot", Description: "scheduled reboot", EventID: "instance-event-1",
+		NotBefore: deadline, NotAfter: deadline.Add(2 * time.Hour),
+	}
+	for _, tc := range []struct {
+		name          string
+		advise, clear func(*imdstest.Server)
+		notices       int // sent when the advice starts
+	}{
+		{"rebalance", func(s *imdstest.Server) { s.SetRebalance(deadline) }, (*imdstest.Server).ClearRebalance, 1},
+		{"scheduled event", func(s *imdstest.Server) { s.SetScheduledEvents(event) }, func(s *imdstest.Server) { s.SetScheduledEvents() }, 1},
+		{"lifecycle standby", func(s *imdstest.Server) { s.SetLifecycleState("Standby") }, func(s *imdstest.Server) { s.SetLifecycleState("InService") }, 0},
+		{"lifecycle warmed", func(s *imdstest.Server) { s.SetLifecycleState("Warmed:Stopped") }, func(s *imdstest.Server) { s.SetLifecycleState("InService") }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, slowConfig(), nil)
+			h.ready()
+			h.urgentStill(imdstest.PathInstanceAction)
+
+			tc.advise(h.srv)
+			for range tc.notices {
+				h.receive()
+			}
+			h.polls(imdstest.PathInstanceAction, 5)
+
+			tc.clear(h.srv)
+			if tc.notices > 0 {
+				assert.Equal(t, termsig.Cleared, h.receive().Kind)
+			} else {
+				// The poll that sees InService is the last fast one.
+				h.polls(imdstest.PathLifecycle, 1)
+			}
+			h.urgentStill(imdstest.PathInstanceAction)
+			h.quiet()
+		})
+	}
+}
+
+// The lifecycle state is polled at AdvisoryInterval while it answers 404
+// (advice or not: an instance in no group has no state to watch), and at
+// Interval, or FastInterval under advice, once it has answered 200.
+func TestLifecycleCadence(t *testing.T) {
+	h := start(t, slowConfig(), nil)
+	h.ready()
+	h.polls(imdstest.PathLifecycle, 5) // every 10 ms although Interval is an hour
+
+	h.srv.SetRebalance(deadline)
+	h.receive()
+	h.polls(imdstest.PathInstanceAction, 3)
+	h.srv.SetLifecycleState("InService")
+	h.polls(imdstest.PathLifecycle, 5) // fast, under advice
+	h.srv.ClearRebalance()
+	assert.Equal(t, termsig.Cleared, h.receive().Kind)
+	h.urgentStill(imdstest.PathLifecycle)
+
+	// Back to 404 (detached): still at Interval, the group may return.
+	h.srv.SetLifecycleState("")
+	h.urgentStill(imdstest.PathLifecycle)
+	h.quiet()
+}
+
+// An error on an advisory path leaves the advice as it was: a bad answer
+// or an outage does not read as "the risk is gone".
+func TestAdviceSurvivesErrors(t *testing.T) {
+	h := start(t, slowConfig(), nil)
+	h.srv.SetRebalance(deadline)
+	h.receive()
+	h.polls(imdstest.PathInstanceAction, 3)
+	h.srv.Inject(imdstest.Fault{Key: imdstest.PathRebalance, Status: 503})
+	h.polls(imdstest.PathRebalance, 3)
+	h.polls(imdstest.PathInstanceAction, 5)
+	h.quiet()
+}
+
+// ready waits for the source's first look.
+func (h *harness) ready() {
+	h.t.Helper()
+	select {
+	case <-h.n.Ready():
+	case <-time.After(wait):
+		require.Fail(h.t, "the source never had its first look")
+	}
+}
