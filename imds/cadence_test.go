@@ -125,3 +125,83 @@ func (h *harness) ready() {
 		require.Fail(h.t, "the source never had its first look")
 	}
 }
+
+// A path that fails under advice and still fails when the advice clears
+// backs off from Interval, not from the fast step it had reached.
+// (Found by review.)
+func TestBackoffAfterAdviceClearsIsNoFasterThanInterval(t *testing.T) {
+	h := start(t, slowConfig(), nil)
+	h.ready()
+	h.srv.SetRebalance(deadline)
+	h.receive()
+	h.polls(imdstest.PathInstanceAction, 3) // fast
+
+	// A bad answer, which the SDK does not try again: one request a poll.
+	h.srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Body: "<html>portal</html>"})
+	h.polls(imdstest.PathInstanceAction, 4) // failing: 10, 20, 40, 40 ms
+
+	h.srv.ClearRebalance()
+	assert.Equal(t, termsig.Cleared, h.receive().Kind)
+	// The poll set up under advice (at most MaxBackoff away) is still due.
+	h.polls(imdstest.PathInstanceAction, 1)
+
+	// From now on the path fails at idle: its wait is an hour or more.
+	before := h.srv.Requests(imdstest.PathInstanceAction)
+	h.polls(imdstest.PathRebalance, 60)
+	assert.LessOrEqual(t, h.srv.Requests(imdstest.PathInstanceAction), before+1,
+		"a failing spot path polled faster than Interval after the advice cleared")
+}
+
+// The lifecycle state in a group is an urgent path: its backoff is capped
+// at 4×Interval, as Config.MaxBackoff says, whatever AdvisoryInterval is.
+// (Found by review.)
+func TestLifecycleBackoffIsCappedAsUrgent(t *testing.T) {
+	cfg := &imds.Config{
+		Interval:            10 * time.Millisecond,
+		FastInterval:        10 * time.Millisecond,
+		AdvisoryInterval:    time.Second,
+		MaintenanceInterval: 10 * time.Millisecond, // the clock
+		RequestTimeout:      200 * time.Millisecond,
+		MaxBackoff:          10 * time.Second,
+	}
+	h := start(t, cfg, func(s *imdstest.Server) { s.SetLifecycleState("InService") })
+	h.ready()
+	h.polls(imdstest.PathLifecycle, 3) // in a group: every Interval
+
+	h.srv.Inject(imdstest.Fault{Key: imdstest.PathLifecycle, Body: "<html>portal</html>"})
+	h.polls(imdstest.PathLifecycle, 6) // the backoff reaches its cap
+
+	// Capped at 40 ms, the path is polled about 25 times in a second;
+	// capped at 1 s, once or twice.
+	before := h.srv.Requests(imdstest.PathLifecycle)
+	h.polls(imdstest.PathScheduled, 100) // at least 990 ms
+	assert.GreaterOrEqual(t, h.srv.Requests(imdstest.PathLifecycle)-before, 8,
+		"a failing lifecycle path in a group backs off beyond 4×Interval")
+}
+
+// Advice present at start puts the urgent paths at FastInterval (not at
+// AdvisoryInterval, which is an hour here). (Found by review.)
+func TestAdviceAtStartIsFastInterval(t *testing.T) {
+	cfg := &imds.Config{
+		Interval:            time.Hour,
+		FastInterval:        10 * time.Millisecond,
+		AdvisoryInterval:    time.Hour,
+		MaintenanceInterval: 10 * time.Millisecond,
+		RequestTimeout:      200 * time.Millisecond,
+		MaxBackoff:          40 * time.Millisecond,
+	}
+	h := start(t, cfg, func(s *imdstest.Server) { s.SetRebalance(deadline) })
+	h.ready()
+	assert.Equal(t, termsig.Rebalance, h.receive().Kind)
+	h.polls(imdstest.PathInstanceAction, 5)
+	h.quiet()
+}
+
+// A lifecycle answer that is no lifecycle state, such as a proxy's word
+// with status 200, is not advice: it cannot hold the fast mode.
+func TestStrayLifecycleWordIsNoAdvice(t *testing.T) {
+	h := start(t, slowConfig(), func(s *imdstest.Server) { s.SetLifecycleState("Forbidden") })
+	h.ready() // the lifecycle state has been read
+	h.urgentStill(imdstest.PathInstanceAction)
+	h.quiet()
+}

@@ -89,8 +89,9 @@ type Config struct {
 
 	// FastInterval replaces Interval while advice holds: a rebalance
 	// recommendation, an active scheduled event, or a lifecycle state
-	// other than InService. Those often come before an interruption, so
-	// the source polls the urgent paths faster until the advice clears.
+	// that takes the instance out of service (see the package
+	// documentation). Those often come before an interruption, so the
+	// source polls the urgent paths faster until the advice clears.
 	// Zero means [DefaultFastInterval] (250 ms); otherwise it must be at
 	// least FloorInterval. An Interval shorter than FastInterval is kept
 	// throughout.

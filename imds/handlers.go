@@ -50,9 +50,7 @@ func newLifecycleHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {
 		}
 		prev := last
 		last = state
-		// Any state but InService is advice: the group is moving the
-		// instance (Standby, Detached, Warmed:*) or ending it.
-		advice := state != "InService"
+		advice := movedOut(state)
 		if state != "Terminated" || prev == "Terminated" {
 			return nil, advice, nil
 		}
@@ -63,6 +61,19 @@ func newLifecycleHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {
 			Raw:    string(body),
 		}}, advice, nil
 	}
+}
+
+// movedOut says whether a target lifecycle state is advice: the group is
+// taking the instance out of service (Standby, Detached, a warm pool's
+// Warmed:*) or ending it (Terminated). InService is not, nor is a word
+// that is no lifecycle state, so that a stray answer cannot hold the fast
+// mode.
+func movedOut(state string) bool {
+	switch state {
+	case "Terminated", "Detached", "Standby":
+		return true
+	}
+	return strings.HasPrefix(state, "Warmed:")
 }
 
 func newRebalanceHandler() func(bool, []byte) ([]termsig.Notice, bool, error) {

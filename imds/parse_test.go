@@ -182,7 +182,7 @@ func FuzzLifecycle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		notices, advice, err := newLifecycleHandler()(true, body)
 		state, perr := parseLifecycle(body)
-		if (err == nil) != (perr == nil) || err == nil && advice != (state != "InService") {
+		if (err == nil) != (perr == nil) || err == nil && advice != (state == "Terminated" || state == "Detached" || state == "Standby" || strings.HasPrefix(state, "Warmed:")) {
 			t.Fatalf("payload %q: %v vs %v, advice %v", body, err, perr, advice)
 		}
 		if len(notices) > 0 && state != "Terminated" {

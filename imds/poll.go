@@ -68,7 +68,9 @@ func (w *watcher) newPollers() []poller {
 		ps = append(ps, poller{PathInstanceAction, urgent, urgentLimit, newSpotHandler()})
 	}
 	if w.cfg.Events&LifecycleState != 0 {
-		ps = append(ps, poller{PathLifecycle, grouped, max(urgentLimit, w.cfg.AdvisoryInterval), newLifecycleHandler()})
+		// A backoff waits at least its base, so the limit does not cut
+		// the AdvisoryInterval of the path while it answers 404.
+		ps = append(ps, poller{PathLifecycle, grouped, urgentLimit, newLifecycleHandler()})
 	}
 	if w.cfg.Events&RebalanceRecommendation != 0 {
 		ps = append(ps, poller{PathRebalance, advisory, w.cfg.MaxBackoff, newRebalanceHandler()})
@@ -151,8 +153,11 @@ func (w *watcher) loop(ctx context.Context, i int) {
 		}
 		wait := w.interval(p, advised, found)
 		if failing = res.err != nil; failing {
+			// The backoff's step may come from a faster cadence (the
+			// advice ended while the path failed): never poll a failing
+			// path faster than its interval.
 			bo.Base = wait
-			wait = bo.Next()
+			wait = max(wait, bo.Next())
 		} else {
 			bo.Reset()
 		}
