@@ -58,7 +58,7 @@ func subscribe(host string) *watch {
 	w := newWatch(cancel)
 	w.wg.Go(func() {
 		defer tr.CloseIdleConnections()
-		err := c.SubscribeWithContext(ctx, gceKey, func(_ context.Context, v string, ok bool) error {
+		err := c.SubscribeWithContext(ctx, gceKey, func(_ context.Context, v string, _ bool) error {
 			w.report(v)
 			return nil
 		})
