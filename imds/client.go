@@ -32,7 +32,7 @@ func (c *Config) client() (*awsimds.Client, func()) {
 		// The SDK reads each answer whole before the source sees it:
 		// only the transport can cut one off, the token's included.
 		HTTPClient:               httpguard.Guard(&http.Client{Transport: tr}, maxBody),
-		Retryer:                  newRetryer(c.Interval),
+		Retryer:                  newRetryer(),
 		DisableDefaultMaxBackoff: true,
 	}
 	if c.Endpoint != "" {
@@ -44,20 +44,26 @@ func (c *Config) client() (*awsimds.Client, func()) {
 	return awsimds.New(opts), tr.CloseIdleConnections
 }
 
-// newRetryer returns the SDK retryer of a Source's own client: the SDK's
-// standard three attempts (so that a 401 is retried with a fresh token and
-// a single 503 does not fail a poll), but with waits between attempts
-// scaled to the polling interval rather than up to a second, and without
-// the retry quota, which a long outage would drain for good: the source's
-// own backoff between polls is what protects IMDS. An answer that the
-// transport refused (a redirect, a body too large) is not tried again:
-// the same server would answer the same.
-func newRetryer(interval time.Duration) aws.Retryer {
-	std := retry.NewStandard(func(o *retry.StandardOptions) {
+// newRetryer returns the SDK retryer of a Source's own client. It tries a
+// request again in one case only, at once: a 401, after which the SDK
+// fetches a fresh token (IMDS forgot the old one, as when it restarts).
+// Every other failure (429, 5xx, a connection refused, a timeout, an
+// answer the transport refused) ends the poll, and the source's own
+// backoff between polls decides when to ask again: a second layer of
+// retries would double the requests to a throttled IMDS and delay the
+// answer of a fast poll. Nor is there a retry quota, which a long outage
+// would drain for good.
+func newRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 2
 		o.RateLimiter = ratelimit.None
-		o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(refused)}, o.Retryables...)
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		o.Retryables = []retry.IsErrorRetryable{
+			retry.IsErrorRetryableFunc(refused),
+			retry.NoRetryCanceledError{},
+			retry.RetryableError{}, // what the SDK marks retryable: a 401
+		}
 	})
-	return retry.AddWithMaxBackoffDelay(std, min(interval/4, time.Second))
 }
 
 // refused says that an error of the guarded transport is not to be retried,

@@ -64,10 +64,10 @@ type Config struct {
 	// Client is the SDK client to use, for a program that configures its
 	// own; it overrides Endpoint, and is used as it is (its own retryer,
 	// timeouts, HTTP client and AWS_EC2_METADATA_DISABLED handling). Nil
-	// means a client made for each Watch: waits between the SDK's
-	// attempts scaled to Interval, no retry quota, connections closed
-	// when Watch returns, and the guards of the package documentation
-	// (see Faults): answers cut off past 1 MiB, redirects refused, DNS
+	// means a client made for each Watch: a 401 tried again at once with
+	// a fresh token and no other retries (see Protocol in the package
+	// documentation), connections closed when Watch returns, and the
+	// guards of Faults: answers cut off past 1 MiB, redirects refused, DNS
 	// lookups that end with their request.
 	//
 	// Those guards live in the HTTP client, which the SDK does not let
@@ -110,7 +110,7 @@ type Config struct {
 	// FloorInterval.
 	MaintenanceInterval time.Duration
 
-	// RequestTimeout bounds one poll of one path, the SDK's own retries
+	// RequestTimeout bounds one poll of one path, a retry after a 401
 	// included, so it is also the longest the source takes to have its
 	// first look when IMDS does not answer. Zero means
 	// [DefaultRequestTimeout] (2 s); it must not be negative.

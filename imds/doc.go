@@ -15,11 +15,12 @@
 // # Protocol
 //
 // IMDS has no push or long polling, so [Source] polls, over HTTP below
-// /latest/meta-data/, with IMDSv2 session tokens. HTTP, the tokens (and a
-// fresh token after a 401) and retries within one poll are the AWS SDK's
-// (feature/ec2/imds); the waits between the SDK's attempts are scaled to
-// the interval and its retry quota is off, since the source's own backoff
-// between polls is what protects IMDS.
+// /latest/meta-data/, with IMDSv2 session tokens. HTTP and the tokens are
+// the AWS SDK's (feature/ec2/imds). A 401 is tried again at once, with the
+// fresh token the SDK then fetches; any other failure (429, 5xx, no
+// answer) ends the poll, and the source's own backoff between polls
+// decides when to ask again: with no second layer of retries, a throttled
+// IMDS gets no more requests than the schedule's.
 //
 // # Cadence
 //

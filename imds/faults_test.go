@@ -82,6 +82,7 @@ func TestFaultTokenExpired(t *testing.T) {
 	h.srv.ExpireTokens()
 	h.polls(imdstest.PathInstanceAction, 4)
 	assert.Greater(t, h.srv.Requests("api/token"), before, "a new token was fetched")
+	assert.Zero(t, h.logs.Count(failing), "the 401 was tried again within its poll, with the new token")
 	h.quiet()
 	h.srv.SetInterruption("terminate", deadline)
 	assert.Equal(t, termsig.Terminate, h.receive().Kind)
@@ -210,5 +211,61 @@ func (h *harness) busy(name string) {
 		h.polls(imdstest.PathInstanceAction, 1)
 	default:
 		h.logs.WaitFor(h.t, failing, 1)
+	}
+}
+
+// Only a 401 is tried again within a poll (with a fresh token); a 503 or
+// a 429 ends the poll and the source backs off, so that a throttled IMDS
+// that refuses every other request gets no more requests than the budget
+// of issue 14 (2.5 a second idle, 10 under advice; here with every
+// interval a tenth of the default). (Found by review.)
+func TestThrottledIMDSStaysWithinBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		advised bool
+		budget  float64 // requests a second, at a tenth of the intervals
+	}{
+		{"idle", false, 25},
+		{"under advice", true, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &imds.Config{
+				Interval:            100 * time.Millisecond,
+				FastInterval:        25 * time.Millisecond,
+				AdvisoryInterval:    300 * time.Millisecond,
+				MaintenanceInterval: 3 * time.Second,
+				RequestTimeout:      time.Second,
+				MaxBackoff:          time.Second,
+			}
+			h := start(t, cfg, func(s *imdstest.Server) {
+				s.SetLifecycleState("InService")
+				if tc.advised {
+					s.SetRebalance(deadline)
+				}
+				for range 1000 {
+					for _, p := range []string{imdstest.PathInstanceAction, imdstest.PathLifecycle} {
+						s.Inject(imdstest.Fault{Key: p, Count: 1, Status: 503})
+						s.Inject(imdstest.Fault{Key: p, Count: 1}) // let through
+					}
+				}
+			})
+			if tc.advised {
+				assert.Equal(t, termsig.Rebalance, h.receive().Kind)
+			}
+			h.polls(imdstest.PathLifecycle, 6) // in the group, at its cadence
+			all := func() int {
+				n := 0
+				for _, p := range []string{imdstest.PathInstanceAction, imdstest.PathLifecycle, imdstest.PathRebalance, imdstest.PathScheduled, "api/token"} {
+					n += h.srv.Requests(p)
+				}
+				return n
+			}
+			t0, c0 := time.Now(), all()
+			h.polls(imdstest.PathRebalance, 4) // about a second
+			rate := float64(all()-c0) / time.Since(t0).Seconds()
+			t.Logf("%.1f requests/s (budget %.0f)", rate, tc.budget)
+			assert.LessOrEqual(t, rate, tc.budget)
+			h.quiet()
+		})
 	}
 }
