@@ -240,3 +240,26 @@ func TestRequestBudget(t *testing.T) {
 		assert.LessOrEqual(t, fast, 10.0)
 	}
 }
+
+// Polls fall on a grid that every path shares: the next poll is wait after
+// the grid point of the last one, rounded up to the grid, so that it is
+// never sooner than wait after a poll that started on time.
+func TestNextIsOnTheGrid(t *testing.T) {
+	w := newWatcher(context.Background(), Config{}.withDefaults(), nil, nil)
+	o := w.origin
+	at := func(d time.Duration) time.Time { return o.Add(d) }
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		start, step, wait, want time.Duration
+	}{
+		{5*time.Second + 3*ms, time.Second, time.Second, 6 * time.Second},
+		{5*time.Second + 3*ms, time.Second, 4 * time.Second, 9 * time.Second},       // backing off
+		{6*time.Second + 3*ms, 3 * time.Second, 3 * time.Second, 9 * time.Second},   // with every third spot poll
+		{6*time.Second + 3*ms, 3 * time.Second, 10 * time.Second, 18 * time.Second}, // MaxBackoff, rounded up to the grid
+		{5*time.Second + 900*ms, time.Second, time.Second, 6 * time.Second},         // a late start catches up
+		{5*time.Second + 3*ms, 250 * ms, 250 * ms, 5*time.Second + 250*ms},          // fast
+		{0, time.Hour, time.Hour, time.Hour},                                        // the first poll
+	} {
+		assert.Equal(t, at(tc.want), w.next(at(tc.start), tc.step, tc.wait), "start %v, step %v, wait %v", tc.start, tc.step, tc.wait)
+	}
+}

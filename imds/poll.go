@@ -52,10 +52,11 @@ type watcher struct {
 	pollers []poller
 	parts   *health.Parts
 	advice  advice
+	origin  time.Time // of the grid of polls (see next)
 }
 
 func newWatcher(ctx context.Context, cfg Config, client *awsimds.Client, out chan<- termsig.Notice) *watcher {
-	w := &watcher{cfg: cfg, client: client, out: out, advice: advice{changed: make(chan struct{})}}
+	w := &watcher{cfg: cfg, client: client, out: out, advice: advice{changed: make(chan struct{})}, origin: time.Now()}
 	w.pollers = w.newPollers()
 	w.parts = health.New(ctx, len(w.pollers))
 	return w
@@ -111,10 +112,16 @@ func (w *watcher) run(ctx context.Context) {
 // that the source is ready once every path has had one. When advice starts
 // or ends, the wait under way is measured again from the last poll's
 // start, so that the urgent paths go fast at once.
+//
+// Polls are due at points of a grid that all paths share (see next), and
+// the next one is set before the poll rather than after: an idle process
+// pays for each wakeup, not for each request, and a timer that becomes
+// the earliest one (the request's timeout would, were the next poll not
+// set yet) costs the runtime a wakeup of its own.
 func (w *watcher) loop(ctx context.Context, i int) {
 	p := w.pollers[i]
-	timer := time.NewTimer(0)
-	defer timer.Stop()
+	pl := plan{w: w, timer: time.NewTimer(0)}
+	defer pl.timer.Stop()
 	var (
 		start          time.Time
 		looked, found  bool
@@ -128,13 +135,15 @@ func (w *watcher) loop(ctx context.Context, i int) {
 			return
 		case <-moved:
 			advised, moved = w.watchAdvice(p)
-			if !failing {
-				timer.Reset(time.Until(start.Add(w.interval(p, advised, found))))
+			if step := w.interval(p, advised, found); !failing && !start.IsZero() {
+				pl.set(start, step, step)
 			}
 			continue
-		case <-timer.C:
+		case <-pl.timer.C:
 		}
 		start = time.Now()
+		step := w.interval(p, advised, found)
+		pl.set(start, step, step)
 		res := w.poll(ctx, p)
 		if ctx.Err() != nil {
 			return // an error caused by Stop is no error
@@ -151,18 +160,48 @@ func (w *watcher) loop(ctx context.Context, i int) {
 			w.parts.Looked(i)
 			looked = true
 		}
-		wait := w.interval(p, advised, found)
+		step = w.interval(p, advised, found)
+		wait := step
 		if failing = res.err != nil; failing {
 			// The backoff's step may come from a faster cadence (the
 			// advice ended while the path failed): never poll a failing
 			// path faster than its interval.
-			bo.Base = wait
-			wait = max(wait, bo.Next())
+			bo.Base = step
+			wait = max(step, bo.Next())
 		} else {
 			bo.Reset()
 		}
-		timer.Reset(time.Until(start.Add(wait)))
+		pl.set(start, step, wait)
 	}
+}
+
+// A plan is when the next poll of a path is due, and its timer.
+type plan struct {
+	w     *watcher
+	timer *time.Timer
+	due   time.Time
+}
+
+// set plans the poll after the one that started at start (see
+// watcher.next), unless it is planned already.
+func (pl *plan) set(start time.Time, step, wait time.Duration) {
+	if at := pl.w.next(start, step, wait); !at.Equal(pl.due) {
+		pl.due = at
+		pl.timer.Reset(time.Until(at))
+	}
+}
+
+// next returns when the poll after one that started at start is due: wait
+// after the point of the grid of step step (the path's interval) at or
+// before start, rounded up to the grid. The grids of all paths start when
+// the watcher did, so that polls of every path at every interval (each a
+// multiple of the others, at the defaults) fall on the same points and
+// share wakeups: at the defaults the lifecycle state and rebalance
+// recommendations are polled with every third spot poll, the scheduled
+// events with every thirtieth. wait is at least step.
+func (w *watcher) next(start time.Time, step, wait time.Duration) time.Time {
+	at := start.Sub(w.origin)/step*step + wait
+	return w.origin.Add((at + step - 1) / step * step)
 }
 
 // watchAdvice returns whether advice holds and, for a path whose interval
