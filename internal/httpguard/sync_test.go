@@ -1,0 +1,228 @@
+package httpguard_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig/internal/httpguard"
+)
+
+// connCounter is an httptest server that counts the connections it
+// accepted.
+type connCounter struct {
+	*httptest.Server
+	conns atomic.Int32
+}
+
+func newConnCounter(t *testing.T, h http.HandlerFunc) *connCounter {
+	t.Helper()
+	c := &connCounter{}
+	c.Server = httptest.NewUnstartedServer(h)
+	c.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			c.conns.Add(1)
+		}
+	}
+	c.Start()
+	t.Cleanup(c.Close)
+	return c
+}
+
+func newSync(t *testing.T) *httpguard.SyncTransport {
+	t.Helper()
+	tr := httpguard.NewSyncTransport(time.Second, 4, nil)
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// get sends a GET for url through tr and returns the body, read to its end.
+func get(ctx context.Context, tr http.RoundTripper, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), err
+}
+
+func TestSyncKeepsTheConnection(t *testing.T) {
+	srv := newConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chunked" {
+			w.(http.Flusher).Flush() // no Content-Length: chunked
+		}
+		io.WriteString(w, "ok "+r.URL.Path)
+	})
+	tr := newSync(t)
+	for _, path := range []string{"/a", "/chunked", "/b", "/chunked", "/c"} {
+		body, err := get(context.Background(), tr, srv.URL+path)
+		require.NoError(t, err)
+		assert.Equal(t, "ok "+path, body)
+	}
+	assert.EqualValues(t, 1, srv.conns.Load(), "five requests, one connection")
+}
+
+// A kept connection that the server closed meanwhile: the request goes
+// again on a new connection (not on another kept one, which the server may
+// have closed too), and the caller sees the answer.
+func TestSyncResendsOnAConnectionTheServerClosed(t *testing.T) {
+	srv := newConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	})
+	tr := newSync(t)
+	// Two requests at once, so that two connections are kept.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			_, err := get(context.Background(), tr, srv.URL)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	kept := srv.conns.Load()
+	srv.CloseClientConnections()
+	body, err := get(context.Background(), tr, srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", body)
+	assert.Equal(t, kept+1, srv.conns.Load(), "sent again on a new connection, not on the other closed one")
+}
+
+// An answer not read to its end, or that the server ends by closing the
+// connection, does not leave its connection to the next request.
+func TestSyncDropsConnectionsItCannotReuse(t *testing.T) {
+	srv := newConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, strings.Repeat("x", 100))
+	})
+	tr := newSync(t)
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	res.Body.Close() // unread
+	_, err = get(context.Background(), tr, srv.URL+"/close")
+	require.NoError(t, err)
+	_, err = get(context.Background(), tr, srv.URL)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, srv.conns.Load())
+}
+
+// A request's context ends its wait for the answer at once, and its
+// deadline bounds it; neither leaves a goroutine behind (goleak).
+func TestSyncRequestEndsWithItsContext(t *testing.T) {
+	release := make(chan struct{})
+	srv := newConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	tr := newSync(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := get(ctx, tr, srv.URL)
+		errc <- err
+	}()
+	cancel()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancelled request still waits")
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := get(ctx, tr, srv.URL)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// Requests at once each get their own connection, and their own answer.
+func TestSyncConcurrentRequests(t *testing.T) {
+	srv := newConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.Path)
+	})
+	tr := newSync(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 20 {
+				path := "/" + string(rune('a'+i)) + string(rune('a'+j))
+				body, err := get(context.Background(), tr, srv.URL+path)
+				assert.NoError(t, err)
+				assert.Equal(t, path, body)
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, srv.conns.Load(), int32(8+8), "connections are reused")
+}
+
+// A server that sends more than the answer (bytes after the body) gets a
+// new connection for the next request: what follows is not taken for the
+// next answer.
+func TestSyncDoesNotReuseAConnectionWithBytesLeft(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforged")
+				}
+			})
+		}
+	})
+	tr := newSync(t)
+	for range 2 {
+		body, err := get(context.Background(), tr, "http://"+ln.Addr().String())
+		require.NoError(t, err)
+		assert.Equal(t, "ok", body)
+	}
+}
+
+// https goes to a standard transport (which does not trust the test's
+// certificate: the error says TLS was spoken).
+func TestSyncHandsHTTPSOn(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	tr := newSync(t)
+	_, err := get(context.Background(), tr, srv.URL)
+	var ce *tls.CertificateVerificationError
+	assert.True(t, errors.As(err, &ce), "got %v", err)
+}
