@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -28,7 +29,8 @@ import (
 // dial, its write and its read: a deadline becomes the connection's
 // deadline, a cancellation ends a read at once, and no deadline is left on
 // a kept connection (a pending deadline is a timer that would wake the
-// process). Requests for other schemes than http (https) go to an
+// process). On Linux, it reads and writes the socket with raw system calls
+// (see rawConn). Requests for other schemes than http (https) go to an
 // http.Transport made by [NewTransport].
 //
 // Its zero value is not usable: use [NewSyncTransport]. Wrap it in a
@@ -85,6 +87,7 @@ func (t *SyncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				closeBody(req)
 				return nil, err
 			}
+			c = newRawConn(c)
 			sc = &syncConn{addr: addr, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}
 		}
 		res, err := t.exchange(ctx, sc, req)
@@ -151,14 +154,25 @@ func (t *SyncTransport) exchange(ctx context.Context, sc *syncConn, req *http.Re
 	}
 	if err != nil {
 		stop()
-		if ce := ctx.Err(); ce != nil {
-			err = ce
-		}
-		return nil, err
+		return nil, ctxErr(ctx, err)
 	}
 	keep := !res.Close && res.ProtoAtLeast(1, 1) && (res.ContentLength >= 0 || len(res.TransferEncoding) > 0)
 	res.Body = &syncBody{body: res.Body, t: t, sc: sc, keep: keep, stop: stop, ctx: ctx}
 	return res, nil
+}
+
+// ctxErr returns the error of a request's I/O that failed with err: the
+// context's error if the context ended, which the connection's deadline
+// (the context's, or one in the past set when it was cancelled) may tell
+// a moment before the context itself does.
+func ctxErr(ctx context.Context, err error) error {
+	if ce := ctx.Err(); ce != nil {
+		return ce
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // A syncBody gives its connection back, or closes it, once the answer has
@@ -183,9 +197,7 @@ func (b *syncBody) Read(p []byte) (int, error) {
 		b.finish(true)
 	case err != nil:
 		b.finish(false)
-		if ce := b.ctx.Err(); ce != nil {
-			err = ce
-		}
+		err = ctxErr(b.ctx, err)
 	}
 	return n, err
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -219,7 +220,9 @@ func TestSyncDoesNotReuseAConnectionWithBytesLeft(t *testing.T) {
 // https goes to a standard transport (which does not trust the test's
 // certificate: the error says TLS was spoken).
 func TestSyncHandsHTTPSOn(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake fails
+	srv.StartTLS()
 	defer srv.Close()
 	tr := newSync(t)
 	_, err := get(context.Background(), tr, srv.URL)
