@@ -86,7 +86,7 @@ func TestRawConnDeadlineAndClose(t *testing.T) {
 func TestRawConnAfterReset(t *testing.T) {
 	client, server := tcpPair(t)
 	require.NoError(t, server.(*net.TCPConn).SetLinger(0))
-	server.Close() // RST
+	server.Close()                         // RST
 	_, err := client.Read(make([]byte, 8)) // returns once the RST is in
 	var oe *net.OpError
 	assert.True(t, errors.As(err, &oe), "read: got %v", err)
