@@ -14,9 +14,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain is also the fake IMDS process when the bench under test starts
-// the test binary again with serveEnv set, as the command starts itself.
+// TestMain is also the fake IMDS process, or a reference, when the bench
+// under test starts the test binary again with serveEnv or referenceEnv
+// set, as the command starts itself.
 func TestMain(m *testing.M) {
+	if name := os.Getenv(referenceEnv); name != "" {
+		if err := runReference(name); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(serveEnv) != "" {
 		if err := serveIMDS(os.Stdin, os.Stdout); err != nil {
 			os.Exit(1)
@@ -50,6 +57,9 @@ func TestRun(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		assert.Contains(t, table, "CPU-s/hour")
 		assert.Contains(t, table, "examples/notify at idle (watching signal imds", "the sources notify watches")
+		for _, r := range references {
+			assert.Contains(t, table, r.desc)
+		}
 	} else {
 		assert.Contains(t, table, errNoProc.Error())
 	}

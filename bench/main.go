@@ -59,6 +59,13 @@ var (
 )
 
 func main() {
+	if name := os.Getenv(referenceEnv); name != "" {
+		if err := runReference(name); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if os.Getenv(serveEnv) != "" {
 		if err := serveIMDS(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: fake IMDS:", err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/termsig/termsig/imds/imdstest"
@@ -131,19 +132,43 @@ type notifyIdle struct {
 	requests float64       // per second, at the fake
 }
 
-// notifyStage runs examples/notify (bin) against a fake IMDS in another
-// process, and measures its CPU over o.idle after o.warmup, and its
-// memory.
-func notifyStage(ctx context.Context, o options, bin string) (notifyIdle, error) {
+// notifyStage runs examples/notify (bin) and the references side by
+// side, each against a fake IMDS of its own in another process, and
+// measures their CPU over o.idle after o.warmup, and their memory. The
+// first result is notify's, then the references' in order.
+func notifyStage(ctx context.Context, o options, bin string) ([]notifyIdle, error) {
+	cmds := []func(url string) (*exec.Cmd, error){func(url string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+url)
+		return cmd, nil
+	}}
+	for _, r := range references {
+		cmds = append(cmds, func(url string) (*exec.Cmd, error) { return referenceCommand(ctx, r.name, url) })
+	}
+	res := make([]notifyIdle, len(cmds))
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for i, mk := range cmds {
+		wg.Go(func() { res[i], errs[i] = idleRun(ctx, o, mk) })
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
+
+// idleRun runs the command that mk makes against a fake IMDS in another
+// process, and measures it.
+func idleRun(ctx context.Context, o options, mk func(url string) (*exec.Cmd, error)) (notifyIdle, error) {
 	var res notifyIdle
 	fake, err := startFake(ctx)
 	if err != nil {
 		return res, err
 	}
 	defer fake.close()
+	cmd, err := mk(fake.url)
+	if err != nil {
+		return res, err
+	}
 	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+fake.url)
 	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		return res, err

@@ -15,9 +15,9 @@ type results struct {
 	gce        gceResult
 	spin       [2]float64 // requests per minute per key, in the order of gceNames
 	idleWindow time.Duration
-	idle       []float64 // requests per minute, see idleLane.stop
-	notify     notifyIdle
-	notifyErr  error // errNoProc where there is no /proc
+	idle       []float64    // requests per minute, see idleLane.stop
+	notify     []notifyIdle // examples/notify, then the references
+	notifyErr  error        // errNoProc where there is no /proc
 }
 
 // run runs the benchmark's stages one after the other, and writes the
@@ -27,7 +27,8 @@ type results struct {
 //     clients are counted;
 //  2. the clients against a server that ignores wait_for_change, alone
 //     but for the idle clients, since one of them spins;
-//  3. examples/notify at idle, alone.
+//  3. examples/notify at idle, alone but for the references, which put its
+//     figure in scale.
 //
 // examples/notify is built first, unless o.notify names a binary.
 func run(ctx context.Context, o options, out io.Writer) error {

@@ -103,24 +103,35 @@ func rows(o options, res results) []row {
 	return append(rs, notifyRows(res)...)
 }
 
-// notifyRows are the rows of examples/notify at idle.
+// notifyRows are the rows of examples/notify at idle, and of the
+// references measured in the same window.
 func notifyRows(res results) []row {
-	ni := res.notify
-	measure := "examples/notify at idle (" + strings.TrimSpace(ni.watching) + ")"
 	if res.notifyErr != nil {
 		return []row{{measure: "examples/notify at idle", client: "not measured: " + res.notifyErr.Error()}}
 	}
+	ni := res.notify[0]
+	measure := "examples/notify at idle (" + strings.TrimSpace(ni.watching) + ")"
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-	perHour := ni.cpu.Seconds() / ni.window.Hours()
 	n := seconds(ni.window)
-	return []row{
-		{measure: measure, client: "CPU time (all threads' schedstat)", n: n,
-			cells: [4]string{fmt.Sprintf("%.2f CPU-s/hour (%.4f%% of a core)", perHour, perHour/36)}},
+	rows := []row{
+		{measure: measure, client: "CPU time (all threads' schedstat)", n: n, cells: [4]string{cpuCell(ni)}},
 		{measure: measure, client: "VmRSS at the end (peak VmHWM)", n: n,
 			cells: [4]string{fmt.Sprintf("%s (%s)", mib(ni.rss), mib(ni.hwm))}},
 		{measure: measure, client: "requests at the fake IMDS", n: n,
 			cells: [4]string{fmt.Sprintf("%.2f /s", ni.requests)}},
 	}
+	for i, r := range references {
+		ri := res.notify[1+i]
+		rows = append(rows, row{measure: measure, client: r.desc, n: seconds(ri.window),
+			cells: [4]string{fmt.Sprintf("%s, %.2f requests/s", cpuCell(ri), ri.requests)}})
+	}
+	return rows
+}
+
+// cpuCell says how much CPU a process used at idle.
+func cpuCell(ni notifyIdle) string {
+	perHour := ni.cpu.Seconds() / ni.window.Hours()
+	return fmt.Sprintf("%.2f CPU-s/hour (%.4f%% of a core)", perHour, perHour/36)
 }
 
 // writeTable writes the machine, the options and the table.
