@@ -205,3 +205,26 @@ func TestStrayLifecycleWordIsNoAdvice(t *testing.T) {
 	h.urgentStill(imdstest.PathInstanceAction)
 	h.quiet()
 }
+
+// A program may run with the timers of Go before 1.23 (GODEBUG
+// asynctimerchan=1), whose Reset leaves a tick that came meanwhile in the
+// channel: a poll slower than its interval that fails must still be
+// followed by the backoff, not by a poll at once. (Found by review.)
+func TestBackoffAfterASlowFailureWithAsyncTimers(t *testing.T) {
+	t.Setenv("GODEBUG", "asynctimerchan=1")
+	cfg := &imds.Config{
+		Events:   imds.SpotInterruption,
+		Interval: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, // 200 ms at most: 4×Interval
+		RequestTimeout: time.Second,
+	}
+	h := start(t, cfg, func(s *imdstest.Server) {
+		s.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Delay: 75 * time.Millisecond, Status: 503})
+	})
+	h.polls(imdstest.PathInstanceAction, 4) // backoff at its cap
+	t0 := time.Now()
+	h.polls(imdstest.PathInstanceAction, 6)
+	rate := 6 / time.Since(t0).Seconds()
+	t.Logf("%.1f polls/s (a poll every 200 ms: 5/s; at once after each: 13/s)", rate)
+	assert.Less(t, rate, 8.0)
+	h.quiet()
+}

@@ -3,6 +3,7 @@ package imds
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -262,4 +263,19 @@ func TestNextIsOnTheGrid(t *testing.T) {
 	} {
 		assert.Equal(t, at(tc.want), w.next(at(tc.start), tc.step, tc.wait), "start %v, step %v, wait %v", tc.start, tc.step, tc.wait)
 	}
+}
+
+// Watch accepts any interval from FloorInterval up: the poll after one is
+// after it, whatever the interval (no overflow of the grid's arithmetic). (Found by review.)
+func TestNextPollIsAfterThisOne(t *testing.T) {
+	origin := time.Now()
+	w := &watcher{origin: origin}
+	start := origin.Add(time.Second)
+	for _, step := range []time.Duration{time.Hour * 1e6, 1 << 62, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
+		at := w.next(start, step, step)
+		assert.True(t, at.After(start), "step %v: the next poll at %v is before this one", step, at.Sub(start))
+	}
+	// A backoff longer than its step.
+	at := w.next(start, time.Hour*1e6, math.MaxInt64/2+1)
+	assert.True(t, at.After(start), "the next poll at %v is before this one", at.Sub(start))
 }

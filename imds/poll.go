@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -187,6 +188,15 @@ type plan struct {
 func (pl *plan) set(start time.Time, step, wait time.Duration) {
 	if at := pl.w.next(start, step, wait); !at.Equal(pl.due) {
 		pl.due = at
+		// The timer may have fired during the poll: with the timers of
+		// Go before 1.23 (GODEBUG asynctimerchan=1), that tick would
+		// stay in the channel after a Reset.
+		if !pl.timer.Stop() {
+			select {
+			case <-pl.timer.C:
+			default:
+			}
+		}
 		pl.timer.Reset(time.Until(at))
 	}
 }
@@ -200,8 +210,16 @@ func (pl *plan) set(start time.Time, step, wait time.Duration) {
 // recommendations are polled with every third spot poll, the scheduled
 // events with every thirtieth. wait is at least step.
 func (w *watcher) next(start time.Time, step, wait time.Duration) time.Time {
-	at := start.Sub(w.origin)/step*step + wait
-	return w.origin.Add((at + step - 1) / step * step)
+	// wait rounded up to the grid, and added as a time.Time does (which
+	// does not overflow): intervals of a century or more overflowed.
+	if r := wait % step; r != 0 {
+		if wait > math.MaxInt64-(step-r) {
+			wait = math.MaxInt64
+		} else {
+			wait += step - r
+		}
+	}
+	return w.origin.Add(start.Sub(w.origin) / step * step).Add(wait)
 }
 
 // watchAdvice returns whether advice holds and, for a path whose interval

@@ -27,9 +27,21 @@ type rawConn struct {
 	rc syscall.RawConn
 }
 
-// newRawConn returns c reading and writing by raw system calls, or c
-// itself if it has no file descriptor.
+// newRawConn returns c reading and writing by raw system calls, except
+// under the race detector: it sees the happens-before of a socket's I/O
+// only in the syscall package's calls, and would report races that are
+// none (a server's handler writes a variable, then answers; the client
+// reads the variable once it has the answer).
 func newRawConn(c net.Conn) net.Conn {
+	if raceEnabled {
+		return c
+	}
+	return wrapRaw(c)
+}
+
+// wrapRaw returns c reading and writing by raw system calls, or c itself
+// if it has no file descriptor.
+func wrapRaw(c net.Conn) net.Conn {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return c
@@ -99,3 +111,6 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	}
 	return written, err
 }
+
+// SyscallConn returns the connection's RawConn.
+func (c *rawConn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }

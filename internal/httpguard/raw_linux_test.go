@@ -24,7 +24,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 	require.NoError(t, err)
 	s, err := ln.Accept()
 	require.NoError(t, err)
-	client = newRawConn(c)
+	client = wrapRaw(c)
 	require.IsType(t, &rawConn{}, client)
 	t.Cleanup(func() { client.Close(); s.Close() })
 	return client, s

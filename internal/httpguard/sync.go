@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -18,19 +19,23 @@ import (
 // answer on a kept-alive connection, with no goroutine of its own. An
 // [http.Transport] has two per connection, a reader and a writer, which
 // every request wakes in turn; an idle process pays for each wakeup, and
-// those hand-offs were a third of a polling source's CPU at idle.
+// those hand-offs were a fifth of a polling source's CPU at idle.
 //
 // The protocol is the standard library's ([http.Request.Write] and
-// [http.ReadResponse]); the transport only manages connections. One
+// [http.ReadResponse]); the transport manages connections, and what a
+// client must do around those: interim answers (1xx) are read past, and
+// the head of an answer, theirs included, may not exceed 1 MiB. One
 // connection serves one request at a time; concurrent requests dial more,
-// up to maxIdle of which are kept for the next ones. A request on a kept
-// connection that the server had closed meanwhile (servers close idle
-// connections after a while) is sent once more, on a new one. Each request's context bounds its
-// dial, its write and its read: a deadline becomes the connection's
-// deadline, a cancellation ends a read at once, and no deadline is left on
-// a kept connection (a pending deadline is a timer that would wake the
-// process). On Linux, it reads and writes the socket with raw system calls
-// (see rawConn). Requests for other schemes than http (https) go to an
+// up to maxIdle of which are kept for the next ones. A kept connection
+// that has something to read before it is asked anything (bytes no request
+// asked for, or its end: servers close idle connections after a while) is
+// dropped; a request on a kept connection that fails before its answer is
+// sent once more, on a new one. Each request's context bounds its dial,
+// its write and its read: a deadline becomes the connection's deadline, a
+// cancellation ends a read at once, and no deadline is left on a kept
+// connection (a pending deadline is a timer that would wake the process).
+// On Linux, it reads and writes the socket with raw system calls (see
+// rawConn). Requests for other schemes than http (https) go to an
 // http.Transport made by [NewTransport].
 //
 // Its zero value is not usable: use [NewSyncTransport]. Wrap it in a
@@ -59,8 +64,31 @@ func NewSyncTransport(dialTimeout time.Duration, maxIdle int, dnsDial DialFunc) 
 type syncConn struct {
 	addr string
 	conn net.Conn
+	lr   *limitReader // under br: bounds what a head of an answer reads
 	br   *bufio.Reader
 	bw   *bufio.Writer
+}
+
+// maxHead bounds the head of an answer, 1xx heads included (net/http's
+// Transport: 10 MiB by default).
+const maxHead = 1 << 20
+
+// A limitReader fails a read once n bytes were read.
+type limitReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errors.New("httpguard: answer head too large")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // RoundTrip sends req and returns its answer, whose body must be read to
@@ -88,7 +116,8 @@ func (t *SyncTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 			c = newRawConn(c)
-			sc = &syncConn{addr: addr, conn: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}
+			lr := &limitReader{r: c}
+			sc = &syncConn{addr: addr, conn: c, lr: lr, br: bufio.NewReader(lr), bw: bufio.NewWriter(c)}
 		}
 		res, err := t.exchange(ctx, sc, req)
 		if err == nil {
@@ -149,14 +178,20 @@ func (t *SyncTransport) exchange(ctx context.Context, sc *syncConn, req *http.Re
 		err = sc.bw.Flush()
 	}
 	var res *http.Response
-	if err == nil {
+	sc.lr.n = maxHead
+	for err == nil {
 		res, err = http.ReadResponse(sc.br, req)
+		// An interim answer (1xx but 101) is followed by the answer.
+		if err != nil || res.StatusCode < 100 || res.StatusCode > 199 || res.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
 	}
+	sc.lr.n = math.MaxInt64
 	if err != nil {
 		stop()
 		return nil, ctxErr(ctx, err)
 	}
-	keep := !res.Close && res.ProtoAtLeast(1, 1) && (res.ContentLength >= 0 || len(res.TransferEncoding) > 0)
+	keep := !req.Close && !res.Close && res.ProtoAtLeast(1, 1) && (res.ContentLength >= 0 || len(res.TransferEncoding) > 0)
 	res.Body = &syncBody{body: res.Body, t: t, sc: sc, keep: keep, stop: stop, ctx: ctx}
 	return res, nil
 }
@@ -184,13 +219,25 @@ type syncBody struct {
 	keep bool        // the connection may serve another request
 	stop func() bool // the request's cancellation
 	ctx  context.Context
-	done bool
+
+	mu     sync.Mutex
+	done   bool
+	closed bool
 }
 
+var errBodyClosed = errors.New("http: read on closed response body")
+
 func (b *syncBody) Read(p []byte) (int, error) {
-	if b.done {
+	b.mu.Lock()
+	done, closed := b.done, b.closed
+	b.mu.Unlock()
+	if closed {
+		return 0, errBodyClosed
+	}
+	if done {
 		return 0, io.EOF
 	}
+	// A Close meanwhile closes the connection: this read ends.
 	n, err := b.body.Read(p)
 	switch {
 	case err == io.EOF:
@@ -203,6 +250,9 @@ func (b *syncBody) Read(p []byte) (int, error) {
 }
 
 func (b *syncBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 	b.finish(false)
 	return nil
 }
@@ -211,6 +261,8 @@ func (b *syncBody) Close() error {
 // request was not cancelled meanwhile (which leaves the deadline in the
 // past) and the server keeps it open; else it closes the connection.
 func (b *syncBody) finish(atEOF bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.done {
 		return
 	}
@@ -229,7 +281,10 @@ func (t *SyncTransport) take(addr string) (*syncConn, bool) {
 	for i := len(t.idle) - 1; i >= 0; i-- {
 		if sc := t.idle[i]; sc.addr == addr {
 			t.idle = append(t.idle[:i], t.idle[i+1:]...)
-			return sc, true
+			if quiet(sc.conn) {
+				return sc, true
+			}
+			sc.conn.Close()
 		}
 	}
 	return nil, false
