@@ -165,19 +165,24 @@
 // raw system calls, which do not wake sysmon.
 //
 // examples/notify at the defaults, against a fake IMDS in another process,
-// 3 runs of 120 s each, side by side (2 cores, Intel Xeon 2.8 GHz VM), in
-// CPU-s/hour and context switches a second:
+// runs of 120 s side by side (2 cores, Intel Xeon 2.8 GHz VM), in context
+// switches a second and CPU-s/hour in the window of each measurement:
 //
-//	                                 one window        a noisier one
-//	before                           4.2–4.5  24–25
-//	+ the grid, timer first          3.2–3.6  17–18
-//	+ the transport                  2.6–3.0  13.5–14  3.4–4.0  13.7–14.3
-//	+ raw system calls                                 2.3–2.9  8.0–8.8
-//	two 1 s tickers, nothing else                      0.8–1.7  4.3–4.5
+//	                               switches/s  CPU-s/hour
+//	before                         24–25       4.2–4.5 (window A)
+//	+ the grid, timer first        17–18       3.2–3.6 (A)
+//	+ the transport                13.5–14.3   2.6–3.0 (A), 3.4–4.0 (B)
+//	+ raw system calls             8.0–8.8     2.3–2.9 (B), 4.9–8.3 (C)
+//	+ a peek before reuse (now)    7.6–8.2     4.7–5.8 (C), 3.4–5.5 (D)
+//	two 1 s tickers, nothing else  4.2–4.6     0.8–1.7 (B), 0.6–2.2 (C, D)
 //
-// A wakeup costs this VM 50 to 130 µs of CPU, with the load of its host;
-// the switches do not vary. See BENCHMARKS.md for a run beside a plain
-// net/http poller.
+// The CPU time of a switch varies with the load of the VM's host, from
+// 50 to 270 µs, so only figures of one window compare; the switches do
+// not vary. What is left besides the wakeups is the work of each request,
+// mostly the AWS SDK's (51 KB and 190 allocations a request, see
+// BenchmarkPollCycle). See BENCHMARKS.md for a run beside a plain
+// net/http poller of the same paths, which took 1.4 times the CPU of
+// examples/notify in the same window.
 //
 // # Figures
 //
@@ -199,8 +204,8 @@
 //     minute: 103 requests (1.72 a second): 60 spot, 20 lifecycle, 20
 //     rebalance, 2 scheduled, 1 token (before: 125, 2.08 a second).
 //   - One poll cycle of the four paths: 170 µs wall, 170–190 µs of CPU
-//     (the fake's included), 58 KB and 865 allocations, mostly the AWS
-//     SDK's middleware.
+//     (the fake's included), 51 KB and 750 allocations (58 KB and 865
+//     before the retry layer went), mostly the AWS SDK's middleware.
 //
 // Reproduce them with
 //
