@@ -198,10 +198,10 @@
 //   - A spot interruption 5 s or more after a rebalance recommendation, at
 //     the defaults (the recommendation at phases spread over the 3 s
 //     AdvisoryInterval, the interruption over the 250 ms FastInterval),
-//     200 trials, on 2 cores (Intel Xeon 2.8 GHz): mean 130 ms, p50
-//     132 ms, p99 249 ms, max 253 ms (mean 500 ms before the fast mode).
+//     200 trials, on 2 cores (Intel Xeon 2.8 GHz): mean 129 ms, p50
+//     129 ms, p99 248 ms, max 253 ms (mean 500 ms before the fast mode).
 //   - At idle, at the defaults, in no Auto Scaling group, over one real
-//     minute: 103 requests (1.72 a second): 60 spot, 20 lifecycle, 20
+//     minute: 104 requests (1.73 a second): 60 spot, 21 lifecycle, 20
 //     rebalance, 2 scheduled, 1 token (before: 125, 2.08 a second).
 //   - One poll cycle of the four paths: 170 µs wall, 170–190 µs of CPU
 //     (the fake's included), 51 KB and 750 allocations (58 KB and 865
