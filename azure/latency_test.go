@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/azure/azuretest"
+	"github.com/termsig/termsig/internal/timing"
 )
 
 var (
@@ -39,32 +39,10 @@ func BenchmarkDetectionLatency(b *testing.B) {
 		b.Run("interval="+interval.String(), func(b *testing.B) {
 			for b.Loop() {
 				lat := measureDetection(b, interval, *trials, *workers)
-				report(b, lat)
+				timing.Report(b, lat)
 			}
 		})
 	}
-}
-
-// report reports the mean, the 50th and 99th percentiles and the maximum
-// of lat in milliseconds, and the number of trials.
-func report(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	var sum time.Duration
-	for _, d := range lat {
-		sum += d
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(sum/time.Duration(len(lat))), "mean-ms")
-	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
-	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-	b.ReportMetric(float64(len(lat)), "trials")
-}
-
-// percentile returns the p-th percentile of sorted (nearest rank).
-func percentile(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(i-1, 0)]
 }
 
 func measureDetection(b *testing.B, interval time.Duration, trials, workers int) []time.Duration {
@@ -175,7 +153,7 @@ func BenchmarkIdleRequests(b *testing.B) {
 //	go test -run XXX -bench ReleaseLatency -benchtime 1x ./azure
 func BenchmarkReleaseLatency(b *testing.B) {
 	for b.Loop() {
-		report(b, measureRelease(b, *trials))
+		timing.Report(b, measureRelease(b, *trials))
 	}
 }
 

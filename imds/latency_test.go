@@ -3,7 +3,6 @@ package imds_test
 import (
 	"flag"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/internal/timing"
 )
 
 var (
@@ -31,31 +31,10 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	for _, interval := range []time.Duration{time.Second, 100 * time.Millisecond, 2 * time.Second} {
 		b.Run("interval="+interval.String(), func(b *testing.B) {
 			for b.Loop() {
-				report(b, measureLatency(b, interval, *trials, *workers))
+				timing.Report(b, measureLatency(b, interval, *trials, *workers))
 			}
 		})
 	}
-}
-
-// report reports the mean, p50, p99 and maximum of lat in milliseconds.
-func report(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	var sum time.Duration
-	for _, d := range lat {
-		sum += d
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(sum/time.Duration(len(lat))), "mean-ms")
-	b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
-	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-	b.ReportMetric(float64(len(lat)), "trials")
-}
-
-// percentile returns the p-th percentile of sorted (nearest rank).
-func percentile(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(i-1, 0)]
 }
 
 // measureLatency runs trials of a spot interruption at phases spread over
@@ -167,7 +146,7 @@ func BenchmarkIdleRequests(b *testing.B) {
 //	go test -run XXX -bench AfterRebalance -benchtime 1x ./imds
 func BenchmarkAfterRebalance(b *testing.B) {
 	for b.Loop() {
-		report(b, runTrials(b, imds.Config{}, *trials, *workers*2, rebalanceTrial))
+		timing.Report(b, runTrials(b, imds.Config{}, *trials, *workers*2, rebalanceTrial))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/testlog"
+	"github.com/termsig/termsig/internal/timing"
 	"github.com/termsig/termsig/logind/logindtest"
 )
 
@@ -117,13 +118,7 @@ func waitGone(ctx context.Context, c *dbus.Conn, sigs <-chan *dbus.Signal, name 
 func report(b *testing.B, name string, lat []time.Duration) {
 	slices.Sort(lat)
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	b.ReportMetric(us(percentile(lat, 50)), name+"-p50-µs")
-	b.ReportMetric(us(percentile(lat, 99)), name+"-p99-µs")
+	b.ReportMetric(us(timing.Percentile(lat, 50)), name+"-p50-µs")
+	b.ReportMetric(us(timing.Percentile(lat, 99)), name+"-p99-µs")
 	b.ReportMetric(us(lat[len(lat)-1]), name+"-max-µs")
-}
-
-// percentile returns the p-th percentile of sorted (nearest rank).
-func percentile(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(i-1, 0)]
 }
