@@ -23,8 +23,9 @@ const (
 	DefaultMaxBackoff          = 10 * time.Second
 )
 
-// FloorInterval is the shortest interval of a [Config] that Watch accepts. IMDS throttles each instance, and its link-local
-// traffic shares one packet allowance with DNS and NTP: polling faster
+// FloorInterval is the shortest interval of a [Config] that Watch
+// accepts. IMDS throttles each instance, and its link-local traffic
+// shares one packet allowance with DNS and NTP: polling faster
 // would hammer the metadata service (and starve DNS) for no gain, since a
 // spot interruption comes about two minutes ahead. Tests poll at
 // FloorInterval.
