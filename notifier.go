@@ -585,10 +585,20 @@ func (r *run) finish(ctx context.Context, err error) {
 		st = StateFailed
 	}
 	// State first, log second: whoever reads the log line then finds
-	// Status saying the same.
+	// Status saying the same, and the count of platform sources that
+	// watch already without this one (which one is the last to end is
+	// decided here, in the order of the lines below).
 	r.mu.Lock()
 	r.state, r.err, r.ended = st, err, true
 	r.mu.Unlock()
+	r.n.mu.Lock()
+	if r.platform {
+		r.n.platform--
+		r.n.platformRan = r.n.platformRan || st != StateUnavailable
+	}
+	lastPlatform := r.platform && r.n.platform == 0 && !r.n.stopped
+	ran := r.n.platformRan
+	r.n.mu.Unlock()
 	switch {
 	case st == StateUnavailable:
 		r.n.log.Info("termsig: source unavailable", "source", r.name, "err", err)
@@ -600,14 +610,6 @@ func (r *run) finish(ctx context.Context, err error) {
 		r.n.log.Warn("termsig: source returned before Stop", "source", r.name)
 	}
 
-	r.n.mu.Lock()
-	if r.platform {
-		r.n.platform--
-		r.n.platformRan = r.n.platformRan || st != StateUnavailable
-	}
-	lastPlatform := r.platform && r.n.platform == 0 && !r.n.stopped
-	ran := r.n.platformRan
-	r.n.mu.Unlock()
 	switch {
 	case !lastPlatform:
 	case ran:
