@@ -146,25 +146,7 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 	// A new value under a new ETag: a real change.
 	changed := tag != "" && tag != p.etag && r.id != p.cur.id
 	p.seen, p.etag = true, tag
-	next = start.Add(w.cfg.MinInterval)
-	switch {
-	case plain && tag != "":
-		// The first long poll follows a read at once: only an answer to
-		// a long poll can be one that spins.
-		next = time.Time{}
-	case changed:
-		// The next long poll goes out at once, so that a second change
-		// right after the first is not held back by MinInterval. A
-		// server that ignores wait_for_change answers with the value
-		// and ETag it had, so it still costs one request per
-		// MinInterval; one whose value flips at every answer gets one
-		// request per MinInterval/10 at the most.
-		next = p.rapid.Add(w.cfg.MinInterval / 10)
-		if now := time.Now(); next.Before(now) {
-			next = now
-		}
-		p.rapid = next
-	}
+	next = p.after(start, plain && tag != "", changed)
 	if tag == "" && !p.noETag {
 		p.noETag = true
 		w.log.Warn("gcemeta: server sends no ETag; reading the key every MinInterval instead of long polling", "key", k.path, "min_interval", w.cfg.MinInterval)
@@ -179,6 +161,32 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 		nt = &n
 	}
 	return nt, next, true
+}
+
+// after returns when the long poll after an answer to one that started at
+// start is due: MinInterval later, unless the answer was to a plain read
+// (first) or brought a change.
+func (p *keyPoll) after(start time.Time, first, changed bool) time.Time {
+	switch {
+	case first:
+		// The first long poll follows a read at once: only an answer to
+		// a long poll can be one that spins.
+		return time.Time{}
+	case changed:
+		// The next long poll goes out at once, so that a second change
+		// right after the first is not held back by MinInterval. A
+		// server that ignores wait_for_change answers with the value
+		// and ETag it had, so it still costs one request per
+		// MinInterval; one whose value flips at every answer gets one
+		// request per MinInterval/10 at the most.
+		next := p.rapid.Add(p.w.cfg.MinInterval / 10)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+		p.rapid = next
+		return next
+	}
+	return start.Add(p.w.cfg.MinInterval)
 }
 
 // notice returns the notice for a change from prev to r, if any.
