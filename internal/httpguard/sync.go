@@ -191,7 +191,7 @@ func (t *SyncTransport) exchange(ctx context.Context, sc *syncConn, req *http.Re
 		stop()
 		return nil, ctxErr(ctx, err)
 	}
-	keep := !req.Close && !res.Close && res.ProtoAtLeast(1, 1) && (res.ContentLength >= 0 || len(res.TransferEncoding) > 0)
+	keep := !req.Close && !res.Close && res.ProtoAtLeast(1, 1) && res.StatusCode != http.StatusSwitchingProtocols && (res.ContentLength >= 0 || len(res.TransferEncoding) > 0)
 	res.Body = &syncBody{body: res.Body, t: t, sc: sc, keep: keep, stop: stop, ctx: ctx}
 	return res, nil
 }
@@ -223,18 +223,21 @@ type syncBody struct {
 	mu     sync.Mutex
 	done   bool
 	closed bool
+	err    error // of the read that failed: every later read returns it
 }
 
 var errBodyClosed = errors.New("http: read on closed response body")
 
 func (b *syncBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	done, closed := b.done, b.closed
+	done, closed, failed := b.done, b.closed, b.err
 	b.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		return 0, errBodyClosed
-	}
-	if done {
+	case failed != nil:
+		return 0, failed
+	case done:
 		return 0, io.EOF
 	}
 	// A Close meanwhile closes the connection: this read ends.
@@ -243,8 +246,11 @@ func (b *syncBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		b.finish(true)
 	case err != nil:
-		b.finish(false)
 		err = ctxErr(b.ctx, err)
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+		b.finish(false)
 	}
 	return n, err
 }

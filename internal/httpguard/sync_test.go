@@ -380,3 +380,61 @@ func TestSyncRaceDetectorSeesTheAnswer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/a", seen)
 }
+
+// A body cut short (the request's deadline, the server gone) fails every
+// read after that, as net/http's bodies do: a caller that reads again
+// after an error (one that waits out timeouts, say) must not see io.EOF,
+// which says the body is complete, after half of it. (Found by review.)
+func TestSyncBodyCutShortNeverReadsAsComplete(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf.")
+		io.Copy(io.Discard, br) // until the client closes
+	})
+	tr := newSync(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	cancel()                      // the body's end has not come
+	_, err = io.ReadAll(res.Body) // "half.", or nothing
+	require.ErrorIs(t, err, context.Canceled)
+	n, err := res.Body.Read(make([]byte, 10))
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, context.Canceled, "a read after the failure")
+}
+
+// A 101 (Switching Protocols) is the last answer on its connection: what
+// follows is another protocol, so the connection is never kept, and the
+// next request does not go to a server that speaks something else now.
+// (Found by review.)
+func TestSyncDoesNotKeepASwitchedConnection(t *testing.T) {
+	var conns atomic.Int32
+	url := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		conns.Add(1)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+		// The other protocol: whatever comes, this answer.
+		if _, err := br.ReadByte(); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+		}
+	})
+	tr := newSync(t)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	res, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusSwitchingProtocols, res.StatusCode)
+	_, err = io.ReadAll(res.Body)
+	require.NoError(t, err)
+	res.Body.Close()
+	_, err = get(context.Background(), tr, url)
+	assert.NoError(t, err)
+	assert.EqualValues(t, 2, conns.Load(), "the switched connection was kept")
+}
