@@ -179,7 +179,7 @@
 // The CPU time of a switch varies with the load of the VM's host, from
 // 50 to 270 µs, so only figures of one window compare; the switches do
 // not vary. What is left besides the wakeups is the work of each request,
-// mostly the AWS SDK's (51 KB and 190 allocations a request, see
+// mostly the AWS SDK's (about 13 KB and 190 allocations a request, see
 // BenchmarkPollCycle). See BENCHMARKS.md for a run beside a plain
 // net/http poller of the same paths, which took 1.4 times the CPU of
 // examples/notify in the same window.
@@ -205,7 +205,8 @@
 //     rebalance, 2 scheduled, 1 token (before: 125, 2.08 a second).
 //   - One poll cycle of the four paths: 170 µs wall, 170–190 µs of CPU
 //     (the fake's included), 51 KB and 750 allocations (58 KB and 865
-//     before the retry layer went), mostly the AWS SDK's middleware.
+//     before the SDK's retries were cut down to 401s), mostly the AWS
+//     SDK's middleware.
 //
 // Reproduce them with
 //
