@@ -105,19 +105,9 @@ func measureDetection(b *testing.B, interval time.Duration, trials, workers int)
 
 // answered waits until srv has answered k more requests for path.
 func answered(srv *azuretest.Server, path string, k int) error {
-	target := srv.Requests(path) + k
-	timeout := time.After(time.Minute)
-	for {
-		served := srv.Served()
-		if srv.Requests(path) >= target {
-			return nil
-		}
-		select {
-		case <-served:
-		case <-timeout:
-			return fmt.Errorf("%s not polled", path)
-		}
-	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), time.Minute, fmt.Errorf("%s not polled", path))
+	defer cancel()
+	return srv.AwaitRequests(ctx, path, srv.Requests(path)+k)
 }
 
 // BenchmarkIdleRequests counts the requests a source makes at the defaults

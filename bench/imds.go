@@ -164,20 +164,7 @@ func imdsTrial(ctx context.Context, srv *imdstest.Server, w *watch, period time.
 // polled waits up to timeout until srv has answered k more requests for
 // spot/instance-action.
 func polled(ctx context.Context, srv *imdstest.Server, k int, timeout time.Duration) error {
-	target := srv.Requests(imdstest.PathInstanceAction) + k
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		served := srv.Served()
-		if srv.Requests(imdstest.PathInstanceAction) >= target {
-			return nil
-		}
-		select {
-		case <-served:
-		case <-t.C:
-			return fmt.Errorf("spot/instance-action not polled %d times within %v", k, timeout)
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("spot/instance-action not polled %d times within %v", k, timeout))
+	defer cancel()
+	return srv.AwaitRequests(ctx, imdstest.PathInstanceAction, srv.Requests(imdstest.PathInstanceAction)+k)
 }

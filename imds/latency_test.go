@@ -1,6 +1,7 @@
 package imds_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"sync"
@@ -98,19 +99,9 @@ func runTrials(b *testing.B, cfg imds.Config, trials, workers int, trial func(*i
 
 // answered waits until srv has answered k more requests for path.
 func answered(srv *imdstest.Server, path string, k int) error {
-	target := srv.Requests(path) + k
-	timeout := time.After(time.Minute)
-	for {
-		served := srv.Served()
-		if srv.Requests(path) >= target {
-			return nil
-		}
-		select {
-		case <-served:
-		case <-timeout:
-			return fmt.Errorf("%s not polled", path)
-		}
-	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), time.Minute, fmt.Errorf("%s not polled", path))
+	defer cancel()
+	return srv.AwaitRequests(ctx, path, srv.Requests(path)+k)
 }
 
 // BenchmarkIdleRequests counts the requests a source makes at the defaults

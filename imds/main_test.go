@@ -1,6 +1,7 @@
 package imds_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -81,17 +82,10 @@ func (h *harness) receive() termsig.Notice {
 func (h *harness) polls(path string, k int) {
 	h.t.Helper()
 	target := h.srv.Requests(path) + k
-	timeout := time.After(wait)
-	for {
-		served := h.srv.Served()
-		if h.srv.Requests(path) >= target {
-			return
-		}
-		select {
-		case <-served:
-		case <-timeout:
-			h.t.Fatalf("%s polled %d times, want %d", path, h.srv.Requests(path), target)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := h.srv.AwaitRequests(ctx, path, target); err != nil {
+		h.t.Fatalf("%s polled %d times, want %d", path, h.srv.Requests(path), target)
 	}
 }
 

@@ -375,6 +375,14 @@ func (s *Server) Requests(path string) int { return s.host.Requests(path) }
 // count is not there yet.
 func (s *Server) Served() <-chan struct{} { return s.host.Served() }
 
+// AwaitRequests waits until the server has answered at least n requests
+// for path (as counted by Requests), or ctx is done; then it returns ctx's
+// error. A test reads Requests, then awaits that count plus k, to know
+// that the client has seen the server's current state k times.
+func (s *Server) AwaitRequests(ctx context.Context, path string, n int) error {
+	return s.host.AwaitRequests(ctx, path, n)
+}
+
 // InFlight returns how many requests the server is answering now, such as
 // requests held by a [Fault] with Hang or Delay, or waiting for the
 // service to enable itself (see [Server.SetEnableDelay]).

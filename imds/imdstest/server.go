@@ -1,6 +1,7 @@
 package imdstest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -168,6 +169,14 @@ func (s *Server) Requests(path string) int { return s.host.Requests(path) }
 // the channel, check Requests or InFlight, and wait on the channel if the
 // count is not there yet.
 func (s *Server) Served() <-chan struct{} { return s.host.Served() }
+
+// AwaitRequests waits until the server has answered at least n requests
+// for path (as counted by Requests), or ctx is done; then it returns ctx's
+// error. A test reads Requests, then awaits that count plus k, to know
+// that the client has seen the server's current state k times.
+func (s *Server) AwaitRequests(ctx context.Context, path string, n int) error {
+	return s.host.AwaitRequests(ctx, path, n)
+}
 
 // handle answers one request: with the fault it takes, if any, else as
 // IMDS does.

@@ -1,6 +1,7 @@
 package fakefault
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -183,6 +184,22 @@ func (o *Host) Served() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.served
+}
+
+// AwaitRequests waits until at least n requests under key ("" for all)
+// have been answered, or ctx is done; then it returns ctx's error.
+func (o *Host) AwaitRequests(ctx context.Context, key string, n int) error {
+	for {
+		served := o.Served()
+		if o.Requests(key) >= n {
+			return nil
+		}
+		select {
+		case <-served:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // InFlight returns how many requests are being answered now.
