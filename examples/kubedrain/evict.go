@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// mirrorAnnotation marks a mirror pod: the API server's copy of a static
+// pod that the kubelet runs from a file. Evicting it does nothing.
+const mirrorAnnotation = "kubernetes.io/config.mirror"
+
+// An evictor evicts the pods of its node.
+type evictor struct {
+	kube *kube
+	// self is kubedrain's own pod, which stays to finish the drain; zero
+	// outside a pod.
+	self types.NamespacedName
+	// margin is kept before the notice's deadline: grace periods end, and
+	// retries stop, this much earlier.
+	margin time.Duration
+	// backoff is the first wait before an eviction is tried again after
+	// a refusal; it doubles up to maxBackoff.
+	backoff, maxBackoff time.Duration
+	now                 func() time.Time
+}
+
+// A skip says why a pod is left on the node; empty means evict it.
+type skip string
+
+const (
+	skipDaemonSet skip = "DaemonSet pod"
+	skipMirror    skip = "mirror pod"
+	skipSelf      skip = "kubedrain itself"
+	skipFinished  skip = "finished"
+	skipElsewhere skip = "on another node"
+)
+
+// skipOf says whether pod is left alone, and why. DaemonSet pods would be
+// recreated on the node at once, and tolerate unschedulable nodes; a
+// mirror pod is not the API server's to stop; a finished pod holds no
+// resources and keeps its status for whoever reads it.
+func (e *evictor) skipOf(pod *corev1.Pod) skip {
+	if pod.Spec.NodeName != e.kube.node {
+		return skipElsewhere // the list's field selector is the server's to honour
+	}
+	if _, ok := pod.Annotations[mirrorAnnotation]; ok {
+		return skipMirror
+	}
+	if c := metav1.GetControllerOf(pod); c != nil && c.Kind == "DaemonSet" {
+		return skipDaemonSet
+	}
+	if pod.Namespace == e.self.Namespace && pod.Name == e.self.Name {
+		return skipSelf
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return skipFinished
+	}
+	return ""
+}
+
+// gracePeriod returns the grace period to evict pod with: its own
+// terminationGracePeriodSeconds (30 s if unset), shortened so that it
+// ends margin before the deadline, and at least 1 s, since 0 would delete
+// the pod at once without telling its containers. A zero deadline
+// (unknown) keeps the pod's own. A pod that asked for 0 keeps 0.
+func gracePeriod(pod *corev1.Pod, deadline, now time.Time, margin time.Duration) int64 {
+	own := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		own = max(*g, 0)
+	}
+	if deadline.IsZero() {
+		return own
+	}
+	left := int64((deadline.Sub(now) - margin) / time.Second)
+	return min(own, max(left, 1))
+}
+
+// localStorage reports whether pod keeps data on the node (emptyDir
+// volumes): evicting it loses that data, as the machine's end would.
+func localStorage(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// An outcome is how the eviction of one pod ended.
+type outcome int
+
+const (
+	evicted outcome = iota // the API server accepted the eviction
+	gone                   // the pod was already gone
+	refused                // a PodDisruptionBudget refused it until the end
+	failed                 // another error, until the end
+)
+
+// A drainReport counts what a drain did.
+type drainReport struct {
+	Evicted, Gone, Refused, Failed, Skipped int
+}
+
+// drain evicts every pod on the node except those skipOf leaves, all at
+// once, and returns when each eviction was accepted or ctx is done; ctx
+// ends margin before the notice's deadline. A pod whose eviction a
+// PodDisruptionBudget refuses (429) is tried again with backoff until
+// then, and then left (the machine is going away anyway).
+func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logger) (drainReport, error) {
+	var rep drainReport
+	pods, err := e.kube.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", e.kube.node).String(),
+	})
+	if err != nil {
+		return rep, fmt.Errorf("list the pods of node %s: %w", e.kube.node, err)
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if why := e.skipOf(pod); why != "" {
+			log.Debug("kubedrain: leaving pod", "pod", klog(pod), "why", string(why))
+			rep.Skipped++
+			continue
+		}
+		grace := gracePeriod(pod, deadline, e.now(), e.margin)
+		if localStorage(pod) {
+			log.Info("kubedrain: evicting a pod with local storage: its emptyDir data is lost with the machine", "pod", klog(pod))
+		}
+		wg.Go(func() {
+			out := e.evict(ctx, pod, grace, log)
+			mu.Lock()
+			defer mu.Unlock()
+			switch out {
+			case evicted:
+				rep.Evicted++
+			case gone:
+				rep.Gone++
+			case refused:
+				rep.Refused++
+			default:
+				rep.Failed++
+			}
+		})
+	}
+	wg.Wait()
+	return rep, nil
+}
+
+// evict asks the API server to evict pod with the given grace period,
+// trying again after a refusal or an error until it is accepted or ctx
+// is done. The eviction is for this pod only (a UID precondition): a
+// StatefulSet's new pod of the same name is not evicted by mistake.
+func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, grace int64, log *slog.Logger) outcome {
+	ev := &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{
+			GracePeriodSeconds: &grace,
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		},
+	}
+	if e.kube.dryRun {
+		log.Info("kubedrain: dry run: would evict", "pod", klog(pod), "grace", grace)
+		return evicted
+	}
+	wait := e.backoff
+	var lastErr error
+	for {
+		err := e.kube.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+		switch {
+		case err == nil:
+			log.Info("kubedrain: evicted", "pod", klog(pod), "grace", grace)
+			return evicted
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// Conflict: the UID precondition failed, the pod was replaced.
+			return gone
+		case ctx.Err() != nil:
+			return e.leave(pod, lastErr, log)
+		}
+		if lastErr == nil || lastErr.Error() != err.Error() {
+			log.Info("kubedrain: eviction refused, trying again", "pod", klog(pod), "err", err)
+		}
+		lastErr = err
+		t := time.NewTimer(jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return e.leave(pod, lastErr, log)
+		case <-t.C:
+		}
+		wait = min(2*wait, e.maxBackoff)
+	}
+}
+
+// leave logs that pod stays on the node, as the time to evict it is
+// over, and says why.
+func (e *evictor) leave(pod *corev1.Pod, lastErr error, log *slog.Logger) outcome {
+	if apierrors.IsTooManyRequests(lastErr) {
+		log.Warn("kubedrain: leaving the pod: its PodDisruptionBudget refused every eviction until the deadline", "pod", klog(pod), "err", lastErr)
+		return refused
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no time left")
+	}
+	log.Warn("kubedrain: leaving the pod: it could not be evicted before the deadline", "pod", klog(pod), "err", lastErr)
+	return failed
+}
+
+// jitter spreads d over [d/2, d), so that pods behind one budget do not
+// retry in step.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
+
+func klog(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/termsig/termsig"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testNode = "node-1"
+
+// A fakeCluster is client-go's fake clientset with a recorder of
+// evictions in front of it.
+type fakeCluster struct {
+	*fake.Clientset
+	mu        sync.Mutex
+	evictions map[string]int64 // pod "ns/name" -> grace period
+	refuse    map[string]bool  // pods whose evictions answer 429
+	attempts  map[string]int
+	changed   chan struct{} // closed and replaced at each eviction attempt
+}
+
+func newFakeCluster(t *testing.T, objs ...runtime.Object) *fakeCluster {
+	t.Helper()
+	f := &fakeCluster{
+		Clientset: fake.NewClientset(objs...),
+		evictions: map[string]int64{},
+		refuse:    map[string]bool{},
+		attempts:  map[string]int{},
+		changed:   make(chan struct{}),
+	}
+	f.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		name := ev.Namespace + "/" + ev.Name
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.attempts[name]++
+		close(f.changed)
+		f.changed = make(chan struct{})
+		if f.refuse[name] {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		f.evictions[name] = *ev.DeleteOptions.GracePeriodSeconds
+		return true, nil, nil
+	})
+	return f
+}
+
+// setRefuse makes the evictions of pod answer 429, or accepts them again.
+func (f *fakeCluster) setRefuse(pod string, refuse bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse[pod] = refuse
+}
+
+// awaitAttempts waits until pod's eviction has been tried n times.
+func (f *fakeCluster) awaitAttempts(t *testing.T, pod string, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		got, ch := f.attempts[pod], f.changed
+		f.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("%s: %d eviction attempts, want %d", pod, got, n)
+		}
+	}
+}
+
+func (f *fakeCluster) evicted() map[string]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.evictions)
+}
+
+func (f *fakeCluster) node(t *testing.T) *corev1.Node {
+	t.Helper()
+	n, err := f.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+// events returns the actions of the Events kubedrain recorded.
+func (f *fakeCluster) events(t *testing.T) []string {
+	t.Helper()
+	list, err := f.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Action+"/"+e.Reason)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func newNode(mods ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}
+	n.Status.NodeInfo.BootID = "boot-1"
+	for _, m := range mods {
+		m(n)
+	}
+	return n
+}
+
+func newPod(ns, name string, mods ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name)},
+		Spec:       corev1.PodSpec{NodeName: testNode},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, m := range mods {
+		m(p)
+	}
+	return p
+}
+
+func ownedBy(kind string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: kind, Name: "owner", UID: "owner-uid", Controller: new(true),
+		}}
+	}
+}
+
+func grace(s int64) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &s }
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// newTestController returns a controller for testNode with short waits
+// and a clock that stands at now.
+func newTestController(t *testing.T, f *fakeCluster, now time.Time) *controller {
+	t.Helper()
+	log := testLogger(t)
+	o := &options{node: testNode, margin: 10 * time.Second, fallback: time.Minute,
+		onRebalance: cordon, onMaintenance: drain,
+		self: types.NamespacedName{Namespace: "kube-system", Name: "kubedrain-abcde"}}
+	c := newController(o, f, log)
+	c.now = func() time.Time { return now }
+	c.evictor.now = c.now
+	c.evictor.backoff, c.evictor.maxBackoff = time.Millisecond, 5*time.Millisecond
+	c.retry = time.Millisecond
+	return c
+}
+
+// notice returns a notice of kind k from the imds source, for event ev.
+func notice(k termsig.Kind, ev string, deadline, observed time.Time) termsig.Notice {
+	return termsig.Notice{Source: "imds", Kind: k, Event: ev, Deadline: deadline, Observed: observed, Reason: k.String()}
+}
+
+// awaitDrain waits for the drain under way to end.
+func awaitDrain(t *testing.T, c *controller) {
+	t.Helper()
+	require.NotNil(t, c.drain, "no drain under way")
+	select {
+	case <-c.drain.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain did not end")
+	}
+}

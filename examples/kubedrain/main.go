@@ -1,0 +1,253 @@
+// Command kubedrain cordons and drains a Kubernetes node before the
+// machine under it goes away. It runs as a DaemonSet pod on every node,
+// watches the termination notices of its host with termsig (a spot
+// interruption, a preemption, scheduled maintenance, a power-button
+// press) and, on an imminent one, cordons and taints the node and evicts
+// its pods with grace periods that end before the deadline, so that
+// their controllers start them elsewhere while the machine still lives.
+//
+//	kubedrain --node NAME [--kubeconfig FILE] [--on-rebalance cordon] [--dry-run]
+//
+// See README.md for the flags, deploy/ for the manifests.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/logind"
+	"github.com/termsig/termsig/sources"
+)
+
+func main() { os.Exit(realMain(os.Args[1:], os.Stderr)) }
+
+// options are the parsed flags.
+type options struct {
+	node          string
+	kubeconfig    string
+	sources       string
+	margin        time.Duration
+	fallback      time.Duration
+	onRebalance   action
+	onMaintenance action
+	dryRun        bool
+	logFormat     string
+	logLevel      slog.Level
+	imdsEvery     time.Duration
+	imdsAdvice    time.Duration
+	self          types.NamespacedName
+}
+
+const usageLine = "usage: kubedrain [--node NAME] [--kubeconfig FILE] [--sources S,...] [--on-rebalance A] [--on-maintenance A] [--margin D] [--dry-run] [flags]"
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("kubedrain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{self: types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}}
+	var onRebalance, onMaintenance, level string
+	fs.StringVar(&o.node, "node", os.Getenv("NODE_NAME"), "the node to drain (default $NODE_NAME, from the downward API)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: the pod's service account, or $KUBECONFIG / ~/.kube/config outside a cluster)")
+	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
+	fs.DurationVar(&o.margin, "margin", 10*time.Second, "time kept before a notice's deadline: grace periods end and evictions stop this much earlier")
+	fs.DurationVar(&o.fallback, "fallback", 2*time.Minute, "how long evictions are tried for a notice without a deadline")
+	fs.StringVar(&onRebalance, "on-rebalance", "cordon", "what a rebalance recommendation does: ignore, cordon or drain")
+	fs.StringVar(&onMaintenance, "on-maintenance", "cordon", "what scheduled maintenance does: ignore, cordon or drain")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "log what would be done; change nothing")
+	fs.StringVar(&o.logFormat, "log-format", "json", "log format on stderr: json or text")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
+	fs.DurationVar(&o.imdsAdvice, "imds-advisory-interval", 0, "IMDS polling interval for rebalance recommendations (0: the imds default, 3s)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	var err error
+	if o.onRebalance, err = parseAction(onRebalance); err != nil {
+		return nil, fmt.Errorf("--on-rebalance: %w", err)
+	}
+	if o.onMaintenance, err = parseAction(onMaintenance); err != nil {
+		return nil, fmt.Errorf("--on-maintenance: %w", err)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	switch {
+	case o.node == "":
+		return nil, errors.New("no node: set --node or NODE_NAME")
+	case o.logFormat != "json" && o.logFormat != "text":
+		return nil, fmt.Errorf("--log-format must be json or text, not %q", o.logFormat)
+	case o.margin < 0 || o.fallback <= 0 || o.imdsEvery < 0 || o.imdsAdvice < 0:
+		return nil, errors.New("--margin and the intervals must not be negative, --fallback must be positive")
+	}
+	return o, nil
+}
+
+func realMain(args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kubedrain: %v\n%s\n", err, usageLine)
+		return 2
+	}
+	log := newLogger(stderr, o.logFormat, o.logLevel).With("node", o.node)
+	// kubedrain's own SIGTERM (its pod deleted, a rolling update) ends
+	// kubedrain, not the node: the signals are not a notice source here,
+	// and the next kubedrain pod takes over from the node's record.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, log); err != nil {
+		log.Error("kubedrain: " + err.Error())
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, o *options, log *slog.Logger) error {
+	client, err := newClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(ctx, client, o.node); err != nil {
+		return err
+	}
+	srcs, err := o.pickSources(log)
+	if err != nil {
+		return err
+	}
+	n := termsig.Config{Logger: log}.New(srcs...)
+	defer n.Stop()
+	c := newController(o, client, log)
+	c.healthy = healthyIn(n)
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.Name()
+	}
+	log.Info("kubedrain: watching", "sources", strings.Join(names, ","),
+		"on-rebalance", o.onRebalance.String(), "on-maintenance", o.onMaintenance.String(), "dry-run", o.dryRun)
+	c.run(ctx, n.C(), n.Ready())
+	return nil
+}
+
+func newController(o *options, client kubernetes.Interface, log *slog.Logger) *controller {
+	instance := o.self.Name
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	k := &kube{client: client, node: o.node, instance: instance, dryRun: o.dryRun, log: log}
+	return &controller{
+		kube: k,
+		evictor: &evictor{kube: k, self: o.self, margin: o.margin,
+			backoff: 250 * time.Millisecond, maxBackoff: 5 * time.Second, now: time.Now},
+		onRebalance:   o.onRebalance,
+		onMaintenance: o.onMaintenance,
+		fallback:      o.fallback,
+		retry:         250 * time.Millisecond,
+		log:           log,
+		now:           time.Now,
+		seen:          map[string]bool{},
+		warned:        map[string]bool{},
+		ends:          map[string]time.Time{},
+	}
+}
+
+// newClient returns a client for the cluster: from the kubeconfig file
+// if one is named, else in-cluster (the pod's service account), else
+// from $KUBECONFIG or ~/.kube/config.
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case kubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	default:
+		cfg, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "termsig-kubedrain"
+	// client-go's default of 5 requests a second would spread the
+	// evictions of a full node over half a minute; the API server's
+	// priority and fairness protects it instead.
+	cfg.QPS, cfg.Burst = 50, 200
+	return kubernetes.NewForConfig(cfg)
+}
+
+// checkNode makes sure at start that the node exists and that kubedrain
+// may read it, so that a wrong name or missing permissions show at once
+// rather than when the machine is going away. An API server that cannot
+// be reached now is only logged by the caller's retries later.
+func checkNode(ctx context.Context, client kubernetes.Interface, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	return nil
+}
+
+// pickSources returns the notice sources: those detected on this host,
+// or those named by --sources, without the signal source (see realMain).
+func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
+	cfg := sources.Config{
+		Logger: log,
+		IMDS:   imds.Config{Interval: o.imdsEvery, AdvisoryInterval: o.imdsAdvice},
+		// kubedrain does not hold the host's shutdown for its drain: the
+		// kubelet's graceful node shutdown has its own delay lock.
+		Logind: logind.Config{NoLock: true},
+	}
+	var srcs []termsig.Source
+	if o.sources == "auto" {
+		srcs = sources.Detect(cfg)
+	} else {
+		var err error
+		if srcs, err = sources.ByName(cfg, strings.Split(o.sources, ",")...); err != nil {
+			return nil, fmt.Errorf("--sources: %w", err)
+		}
+	}
+	var platform []termsig.Source
+	for _, s := range srcs {
+		if _, local := s.(termsig.LocalSource); !local {
+			platform = append(platform, s)
+		}
+	}
+	if len(platform) == 0 {
+		log.Warn("kubedrain: no platform notice source applies on this host; kubedrain will never drain the node")
+	}
+	return platform, nil
+}
+
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// A kube is kubedrain's hold on its node: the cordon, the taint, the
+// record and the Events. Its methods are safe for concurrent use, as
+// client-go's clients are.
+type kube struct {
+	client kubernetes.Interface
+	node   string
+	// instance names this kubedrain in Events (its pod, or the host).
+	instance string
+	dryRun   bool
+	log      *slog.Logger
+}
+
+// An update is what kube.update did.
+type update struct {
+	rec        record // the record as written
+	cordoned   bool   // kubedrain set spec.unschedulable just now
+	uncordoned bool   // kubedrain lifted its own cordon just now
+	wrote      bool   // the node was patched (or would be, in a dry run)
+}
+
+// update reads the node, lets change edit kubedrain's record of it, and
+// patches the node's cordon, taint and annotation to match the record.
+// The patch carries the resourceVersion that was read, so a write made
+// in between (an operator's cordon, the kubelet's status) makes it fail
+// with a conflict; update then starts again from a fresh read. change
+// may run more than once and must depend only on the record and the
+// node it is given.
+func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (update, error) {
+	var up update
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := k.client.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		rec, err := readRecord(node)
+		if err != nil {
+			k.log.Warn("kubedrain: replacing the node's annotation", "err", err)
+		}
+		change(&rec, node)
+		wasCordoned := node.Spec.Unschedulable
+		patch, err := nodePatch(node, &rec)
+		if err != nil || patch == nil {
+			up = update{rec: rec}
+			return err
+		}
+		up = update{rec: rec, wrote: true}
+		up.cordoned = !wasCordoned && len(rec.Reasons) > 0
+		up.uncordoned = wasCordoned && len(rec.Reasons) == 0 && rec.Cordoned
+		if k.dryRun {
+			k.log.Info("kubedrain: dry run: would patch the node", "patch", string(patch))
+			return nil
+		}
+		_, err = k.client.CoreV1().Nodes().Patch(ctx, k.node, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		return up, fmt.Errorf("update node %s: %w", k.node, err)
+	}
+	return up, nil
+}
+
+// nodePatch returns the JSON merge patch that makes node match rec, or
+// nil when it does already. A record with reasons wants the node cordoned
+// and tainted with TaintKey=<strongest kind>:NoSchedule; if the node was
+// schedulable, rec.Cordoned is set, as the cordon is then kubedrain's. An
+// empty record wants kubedrain's marks gone: the taint, the annotation,
+// and the cordon if rec.Cordoned says it is kubedrain's. The patch sets
+// the taints as a whole list, which is safe because it carries the
+// node's resourceVersion.
+func nodePatch(node *corev1.Node, rec *record) ([]byte, error) {
+	spec := map[string]any{}
+	annotations := map[string]any{}
+	hold := len(rec.Reasons) > 0
+	switch {
+	case hold && !node.Spec.Unschedulable:
+		spec["unschedulable"] = true
+		rec.Cordoned = true
+	case !hold && node.Spec.Unschedulable && rec.Cordoned:
+		spec["unschedulable"] = nil
+	}
+	var want *corev1.Taint
+	if hold {
+		want = &corev1.Taint{Key: TaintKey, Value: rec.strongest().String(), Effect: corev1.TaintEffectNoSchedule}
+	}
+	if taints, changed := withTaint(node.Spec.Taints, want); changed {
+		spec["taints"] = taints
+	}
+	_, annotated := node.Annotations[AnnotationKey]
+	switch {
+	case hold:
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return nil, fmt.Errorf("record: %w", err)
+		}
+		if node.Annotations[AnnotationKey] != string(b) {
+			annotations[AnnotationKey] = string(b)
+		}
+	case annotated:
+		annotations[AnnotationKey] = nil
+	}
+	if len(spec) == 0 && len(annotations) == 0 {
+		return nil, nil
+	}
+	meta := map[string]any{"resourceVersion": node.ResourceVersion}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
+	patch := map[string]any{"metadata": meta}
+	if len(spec) > 0 {
+		patch["spec"] = spec
+	}
+	return json.Marshal(patch)
+}
+
+// withTaint returns taints with kubedrain's taint replaced by want, or
+// removed when want is nil, and whether that changed anything. The other
+// taints are kept as they are, in their order.
+func withTaint(taints []corev1.Taint, want *corev1.Taint) ([]corev1.Taint, bool) {
+	out := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == TaintKey })
+	if want != nil {
+		out = append(out, *want)
+	}
+	if len(out) == len(taints) && (want == nil || slices.ContainsFunc(taints, func(t corev1.Taint) bool {
+		return t.Key == want.Key && t.Value == want.Value && t.Effect == want.Effect
+	})) {
+		return taints, false
+	}
+	if out == nil {
+		out = []corev1.Taint{} // JSON [], not null: the patch must clear the list
+	}
+	return out, true
+}
+
+// maxNote is the API server's limit on an Event's note.
+const maxNote = 1024
+
+// event records an Event about the node (events.k8s.io/v1, seen in
+// kubectl describe node). Events are for people: a failure is logged and
+// otherwise ignored.
+func (k *kube) event(ctx context.Context, typ, reason, action, note string) {
+	if k.dryRun {
+		k.log.Info("kubedrain: dry run: would record an event", "reason", reason, "action", action, "note", note)
+		return
+	}
+	now := metav1.NowMicro()
+	ev := &eventsv1.Event{
+		// Named as client-go's event recorder names them.
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", k.node, now.UnixNano()), Namespace: metav1.NamespaceDefault},
+		EventTime:           now,
+		ReportingController: "termsig.dev/kubedrain",
+		ReportingInstance:   truncate(k.instance, 128),
+		Action:              action,
+		Reason:              reason,
+		// The node's name as its UID, as the kubelet's own events have
+		// it: kubectl describe node finds them.
+		Regarding: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: k.node, UID: types.UID(k.node)},
+		Note:      truncate(note, maxNote),
+		Type:      typ,
+	}
+	if _, err := k.client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !errors.Is(err, context.Canceled) {
+		k.log.Warn("kubedrain: could not record an event on the node", "reason", reason, "err", err)
+	}
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
