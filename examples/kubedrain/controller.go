@@ -61,6 +61,7 @@ type controller struct {
 	warned map[string]bool      // reasons reconcile has logged it keeps
 	ends   map[string]time.Time // when each drain reason's drain ends
 	drain  *running             // the drain under way, or the last one
+	last   record               // the record as last written or read
 }
 
 // running is one drain: the evictions for the drain reasons of a record.
@@ -108,8 +109,14 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		}
 	})
 	if err != nil {
-		c.log.Error("kubedrain: could not cordon the node; evicting anyway", "notice", nt, "err", err)
-	} else if up.wrote {
+		// The drain goes on without the cordon: the node's record is
+		// out of reach, so this run's own view of it stands in.
+		c.log.Error("kubedrain: could not cordon the node", "notice", nt, "err", err)
+		c.last.add(r)
+		c.follow(ctx, c.last)
+		return
+	}
+	if up.wrote {
 		c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", actionName(act), nt.String())
 	}
 	c.follow(ctx, up.rec)
@@ -168,6 +175,7 @@ func (c *controller) end(deadline, observed time.Time) time.Time {
 // that grace periods shrink to the new deadline; one that ends later
 // changes nothing.
 func (c *controller) follow(ctx context.Context, rec record) {
+	c.last = rec
 	var end time.Time
 	for _, r := range rec.Reasons {
 		if !r.Drain {
@@ -210,8 +218,12 @@ func (c *controller) startDrain(ctx context.Context, end time.Time, rec record) 
 		default:
 			note := fmt.Sprintf("evicted %d pods (%d already gone), left %d refused by a PodDisruptionBudget and %d failing, skipped %d",
 				rep.Evicted, rep.Gone, rep.Refused, rep.Failed, rep.Skipped)
+			typ := corev1.EventTypeNormal
+			if rep.Refused+rep.Failed > 0 {
+				typ = corev1.EventTypeWarning
+			}
+			c.kube.event(ctx, typ, "Drained", "Drain", note)
 			log.Info("kubedrain: drain done", "evicted", rep.Evicted, "gone", rep.Gone, "refused", rep.Refused, "failed", rep.Failed, "skipped", rep.Skipped)
-			c.kube.event(ctx, corev1.EventTypeNormal, "Drained", "Drain", note)
 		}
 	}()
 }

@@ -484,3 +484,17 @@ func TestParseFlags(t *testing.T) {
 	_, err = parseFlags(nil, nil)
 	assert.ErrorContains(t, err, "NODE_NAME")
 }
+
+// TestForbiddenReadStillDrains: a node kubedrain may not even read
+// (RBAC) is still drained.
+func TestForbiddenReadStillDrains(t *testing.T) {
+	f := newFakeCluster(t, newNode(), newPod("ns", "p"))
+	f.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, testNode, errors.New("RBAC"))
+	})
+	c := newTestController(t, f, t0)
+	c.handle(t.Context(), notice(termsig.Terminate, "spot/instance-action", t0.Add(2*time.Minute), t0))
+	awaitDrain(t, c)
+	assert.Equal(t, map[string]int64{"ns/p": 30}, f.evicted())
+	c.stopDrain()
+}
