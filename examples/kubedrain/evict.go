@@ -133,13 +133,13 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if why := e.skipOf(pod); why != "" {
-			log.Debug("kubedrain: leaving pod", "pod", klog(pod), "why", string(why))
+			log.Debug("kubedrain: leaving pod", "pod", podName(pod), "why", string(why))
 			rep.Skipped++
 			continue
 		}
 		grace := gracePeriod(pod, deadline, e.now(), e.margin)
 		if localStorage(pod) {
-			log.Info("kubedrain: evicting a pod with local storage: its emptyDir data is lost with the machine", "pod", klog(pod))
+			log.Info("kubedrain: evicting a pod with local storage: its emptyDir data is lost with the machine", "pod", podName(pod))
 		}
 		wg.Go(func() {
 			out := e.evict(ctx, pod, grace, log)
@@ -174,7 +174,7 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, grace int64, log *
 		},
 	}
 	if e.kube.dryRun {
-		log.Info("kubedrain: dry run: would evict", "pod", klog(pod), "grace", grace)
+		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", grace)
 		return evicted
 	}
 	wait := e.backoff
@@ -183,7 +183,7 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, grace int64, log *
 		err := e.kube.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
 		switch {
 		case err == nil:
-			log.Info("kubedrain: evicted", "pod", klog(pod), "grace", grace)
+			log.Info("kubedrain: evicted", "pod", podName(pod), "grace", grace)
 			return evicted
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Conflict: the UID precondition failed, the pod was replaced.
@@ -192,7 +192,7 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, grace int64, log *
 			return e.leave(pod, lastErr, log)
 		}
 		if lastErr == nil || lastErr.Error() != err.Error() {
-			log.Info("kubedrain: eviction refused, trying again", "pod", klog(pod), "err", err)
+			log.Info("kubedrain: eviction refused, trying again", "pod", podName(pod), "err", err)
 		}
 		lastErr = err
 		t := time.NewTimer(jitter(wait))
@@ -210,13 +210,13 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, grace int64, log *
 // over, and says why.
 func (e *evictor) leave(pod *corev1.Pod, lastErr error, log *slog.Logger) outcome {
 	if apierrors.IsTooManyRequests(lastErr) {
-		log.Warn("kubedrain: leaving the pod: its PodDisruptionBudget refused every eviction until the deadline", "pod", klog(pod), "err", lastErr)
+		log.Warn("kubedrain: leaving the pod: its PodDisruptionBudget refused every eviction until the deadline", "pod", podName(pod), "err", lastErr)
 		return refused
 	}
 	if lastErr == nil {
 		lastErr = errors.New("no time left")
 	}
-	log.Warn("kubedrain: leaving the pod: it could not be evicted before the deadline", "pod", klog(pod), "err", lastErr)
+	log.Warn("kubedrain: leaving the pod: it could not be evicted before the deadline", "pod", podName(pod), "err", lastErr)
 	return failed
 }
 
@@ -229,4 +229,4 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-func klog(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+func podName(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }

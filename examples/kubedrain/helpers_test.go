@@ -4,11 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -19,11 +22,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 
 	"github.com/termsig/termsig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// client-go's informers log through klog when a watch ends with the
+	// test's context: noise, not news.
+	klog.SetLogger(logr.Discard())
+	goleak.VerifyTestMain(removingBuild{m})
+}
+
+// removingBuild runs the tests, then removes the kubedrain binary that
+// the integration tests built, if they did.
+type removingBuild struct{ m *testing.M }
+
+func (r removingBuild) Run() int {
+	code := r.m.Run()
+	if bin, err := buildKubedrain(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	return code
+}
 
 const testNode = "node-1"
 
