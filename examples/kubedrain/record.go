@@ -167,11 +167,6 @@ func rank(k termsig.Kind) int {
 	}
 }
 
-// imminent reports whether the record holds an imminent notice.
-func (rec *record) imminent() bool {
-	return slices.ContainsFunc(rec.Reasons, func(r reason) bool { return r.Kind.Imminent() })
-}
-
 func (rec *record) String() string {
 	s := make([]string, len(rec.Reasons))
 	for i, r := range rec.Reasons {
