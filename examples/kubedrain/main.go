@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
@@ -112,6 +113,9 @@ func realMain(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel).With("node", o.node)
+	// client-go logs through klog: the same handler keeps stderr one
+	// format.
+	klog.SetSlogLogger(log)
 	// kubedrain's own SIGTERM (its pod deleted, a rolling update) ends
 	// kubedrain, not the node: the signals are not a notice source here,
 	// and the next kubedrain pod takes over from the node's record.
