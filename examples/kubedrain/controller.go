@@ -37,9 +37,17 @@ func parseAction(s string) (action, error) {
 func (a action) String() string { return [...]string{"ignore", "cordon", "drain"}[a] }
 
 // A controller turns notices into changes to the node. Notices are
-// handled one at a time, in order, by Run's goroutine; the evictions of
-// a drain run beside it, so that a later notice (a Terminate after a
-// Rebalance, a Cleared) is handled while they wait for a budget.
+// handled one at a time, in order, by run's goroutine, and none waits for
+// the API server longer than writeTimeout: a node write that fails for a
+// while is tried again from run's loop (see flush), so a Terminate behind
+// a Rebalance is never held up by it. The evictions of a drain run beside
+// it, so that a later notice (a Terminate after a Rebalance, a Cleared) is
+// handled while they wait for a budget.
+//
+// The drain follows this run's own view of the reasons (view), not the
+// node's record: a drain starts without waiting for the cordon, goes on
+// when the node cannot be written, and is driven only by notices this run
+// has seen, never by a reason an earlier run left in the record.
 type controller struct {
 	kube    *kube
 	evictor *evictor
@@ -48,27 +56,48 @@ type controller struct {
 	onRebalance, onMaintenance action
 	// fallback is how long a drain lasts for a notice without a deadline.
 	fallback time.Duration
-	// retry is the first wait before a failed node update is tried again.
-	retry time.Duration
-	log   *slog.Logger
-	now   func() time.Time
+	// minDrain is the shortest drain: a notice whose deadline is less
+	// than margin away still gets every pod evicted once (with 1 s of
+	// grace) and refusals retried this long.
+	minDrain time.Duration
+	// writeTimeout bounds one attempt to write the node, conflicts
+	// included; retry is the first wait before a failed write is tried
+	// again, doubling up to the evictor's maxBackoff.
+	writeTimeout, retry time.Duration
+	log                 *slog.Logger
+	now                 func() time.Time
 
 	// healthy says whether a source has heard from its origin and has no
 	// error now (see reconcile); nil means always.
 	healthy func(source string) bool
 
-	seen   map[string]bool      // (source, event) of the notices of this run
-	warned map[string]bool      // reasons reconcile has logged it keeps
-	ends   map[string]time.Time // when each drain reason's drain ends
-	drain  *running             // the drain under way, or the last one
-	last   record               // the record as last written or read
+	view    record               // the reasons of this run's notices
+	ends    map[string]time.Time // when each drain reason's drain ends
+	warned  map[string]bool      // reasons reconcile has logged it keeps
+	drain   *running             // the drain under way, or the last one
+	pending []change             // node changes not written yet, in order
+	wait    time.Duration        // the backoff of pending
+	retryC  <-chan time.Time     // fires when pending is to be tried again
+	timer   *time.Timer
 }
 
-// running is one drain: the evictions for the drain reasons of a record.
+// A change edits kubedrain's record of the node (see kube.update).
+type change func(*record, *corev1.Node)
+
+// running is one drain: the evictions for the drain reasons of the view.
 type running struct {
 	end    time.Time
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+func (d *running) finished() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func key(source, event string) string { return source + "\x00" + event }
@@ -97,56 +126,50 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		c.log.Info("kubedrain: ignoring the notice", "notice", nt)
 		return
 	}
-	c.seen[key(nt.Source, nt.Event)] = true
 	r := reasonOf(nt, act == drain)
-	if _, ok := c.ends[key(r.Source, r.Event)]; !ok || !nt.Deadline.IsZero() {
-		c.ends[key(r.Source, r.Event)] = c.end(nt.Deadline, nt.Observed)
+	k := key(r.Source, r.Event)
+	fresh := c.view.add(r)
+	if _, ok := c.ends[k]; fresh || !ok {
+		c.ends[k] = c.end(nt.Deadline, nt.Observed)
 	}
 	c.log.Info("kubedrain: "+act.String(), "notice", nt)
-	up, err := c.update(ctx, nt, func(rec *record, node *corev1.Node) {
+	up, err := c.write(ctx, func(rec *record, node *corev1.Node) {
 		if rec.add(r) && r.Kind.Imminent() {
 			rec.BootID = node.Status.NodeInfo.BootID
 		}
 	})
-	if err != nil {
-		// The drain goes on without the cordon: the node's record is
-		// out of reach, so this run's own view of it stands in.
-		c.log.Error("kubedrain: could not cordon the node", "notice", nt, "err", err)
-		c.last.add(r)
-		c.follow(ctx, c.last)
-		return
-	}
-	if up.wrote {
+	if err == nil && up.wrote {
 		c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", actionName(act), nt.String())
 	}
-	c.follow(ctx, up.rec)
+	c.report(ctx, up, nt.String())
+	c.follow(ctx, fresh)
 }
 
 // clear acts on a Cleared notice: the advice it names no longer holds.
 func (c *controller) clear(ctx context.Context, nt termsig.Notice) {
-	delete(c.seen, key(nt.Source, nt.Event))
-	delete(c.ends, key(nt.Source, nt.Event))
-	up, err := c.update(ctx, nt, func(rec *record, _ *corev1.Node) { rec.clear(nt.Source, nt.Event) })
-	if err != nil {
-		c.log.Error("kubedrain: could not update the node", "notice", nt, "err", err)
-		return
+	if c.view.clear(nt.Source, nt.Event) {
+		delete(c.ends, key(nt.Source, nt.Event))
 	}
-	c.afterClear(ctx, up, nt.String())
+	up, _ := c.write(ctx, func(rec *record, _ *corev1.Node) { rec.clear(nt.Source, nt.Event) })
+	c.report(ctx, up, nt.String())
+	c.follow(ctx, false)
 }
 
-// afterClear logs and records what a cleared reason changed.
-func (c *controller) afterClear(ctx context.Context, up update, why string) {
+// report logs, and records as Events, what a node write changed.
+func (c *controller) report(ctx context.Context, up update, why string) {
+	if up.lifted {
+		c.log.Warn("kubedrain: the node was uncordoned while kubedrain held it; its reasons no longer cordon it", "reasons", up.rec.String())
+	}
 	switch {
 	case up.uncordoned:
 		c.log.Info("kubedrain: uncordoned the node", "why", why)
 		c.kube.event(ctx, corev1.EventTypeNormal, "TerminationNoticeCleared", "Uncordon", why)
-	case up.wrote && len(up.rec.Reasons) == 0:
-		c.log.Info("kubedrain: removed the taint; the cordon is not kubedrain's, it stays", "why", why)
+	case up.untainted:
+		c.log.Info("kubedrain: removed the taint; the cordon is not kubedrain's, it stays as it is", "why", why)
 		c.kube.event(ctx, corev1.EventTypeNormal, "TerminationNoticeCleared", "Untaint", why)
-	case up.wrote:
-		c.log.Info("kubedrain: the node stays cordoned", "why", why, "reasons", up.rec.String())
+	case up.wrote && len(up.rec.Reasons) > 0:
+		c.log.Info("kubedrain: node updated", "why", why, "reasons", up.rec.String())
 	}
-	c.follow(ctx, up.rec)
 }
 
 func actionName(a action) string {
@@ -157,61 +180,66 @@ func actionName(a action) string {
 }
 
 // end returns when a drain for a notice ends: margin before its
-// deadline, or fallback after it was observed when it has none.
+// deadline, or fallback after it was observed when it has none; and not
+// before minDrain from now.
 func (c *controller) end(deadline, observed time.Time) time.Time {
-	if !deadline.IsZero() {
-		return deadline.Add(-c.evictor.margin)
+	var end time.Time
+	switch {
+	case !deadline.IsZero():
+		end = deadline.Add(-c.evictor.margin)
+	case observed.IsZero():
+		end = c.now().Add(c.fallback)
+	default:
+		end = observed.Add(c.fallback)
 	}
-	if observed.IsZero() {
-		observed = c.now()
+	if least := c.now().Add(c.minDrain); end.Before(least) {
+		return least
 	}
-	return observed.Add(c.fallback)
+	return end
 }
 
-// follow starts, moves forward or stops the drain so that it matches
-// rec: a drain runs while rec has a reason to drain, and ends at the
-// earliest end of those reasons. A new reason that ends earlier than the
-// drain under way (a Terminate after a Maintenance) starts it again, so
-// that grace periods shrink to the new deadline; one that ends later
-// changes nothing.
-func (c *controller) follow(ctx context.Context, rec record) {
-	c.last = rec
-	var end time.Time
-	for _, r := range rec.Reasons {
+// follow starts, moves or stops the drain so that it matches the view: a
+// drain runs while the view has a reason to drain, ends at the earliest
+// end of those reasons, and caps grace periods by the earliest deadline
+// among them (none: the pods' own). A drain is started again when that
+// end changes (a Terminate after a Maintenance shrinks it; a cleared
+// reason moves it), and, once it has finished, when fresh says that a
+// reason to drain is new or has news: pods that landed since, or that a
+// budget kept, get another try.
+func (c *controller) follow(ctx context.Context, fresh bool) {
+	var end, deadline time.Time
+	for _, r := range c.view.Reasons {
 		if !r.Drain {
 			continue
 		}
-		e, ok := c.ends[key(r.Source, r.Event)]
-		if !ok {
-			e = c.end(r.Deadline, time.Time{})
-			c.ends[key(r.Source, r.Event)] = e
-		}
-		if end.IsZero() || e.Before(end) {
+		if e := c.ends[key(r.Source, r.Event)]; end.IsZero() || e.Before(end) {
 			end = e
+		}
+		if !r.Deadline.IsZero() && (deadline.IsZero() || r.Deadline.Before(deadline)) {
+			deadline = r.Deadline
 		}
 	}
 	switch {
 	case end.IsZero():
 		c.stopDrain()
-	case c.drain == nil || end.Before(c.drain.end):
+	case c.drain == nil, !end.Equal(c.drain.end), fresh && c.drain.finished():
 		c.stopDrain()
-		c.startDrain(ctx, end, rec)
+		c.startDrain(ctx, end, deadline)
 	}
 }
 
-func (c *controller) startDrain(ctx context.Context, end time.Time, rec record) {
+func (c *controller) startDrain(ctx context.Context, end, deadline time.Time) {
 	dctx, cancel := context.WithDeadline(ctx, end)
 	d := &running{end: end, cancel: cancel, done: make(chan struct{})}
 	c.drain = d
-	deadline := end.Add(c.evictor.margin)
-	log := c.log.With("drain", rec.String())
+	log := c.log.With("drain", c.view.String())
 	go func() {
 		defer close(d.done)
 		defer cancel()
 		rep, err := c.evictor.drain(dctx, deadline, log)
 		switch {
-		case err != nil && dctx.Err() != nil:
-			log.Warn("kubedrain: drain stopped", "err", err)
+		case errors.Is(err, context.Canceled):
+			log.Info("kubedrain: drain stopped", "evicted", rep.Evicted, "gone", rep.Gone)
 		case err != nil:
 			log.Error("kubedrain: drain failed", "err", err)
 			c.kube.event(ctx, corev1.EventTypeWarning, "DrainFailed", "Drain", err.Error())
@@ -238,39 +266,51 @@ func (c *controller) stopDrain() {
 	c.drain = nil
 }
 
-// update runs kube.update until it succeeds, trying again after errors
-// that may pass (the API server unreachable or overloaded), with
-// backoff, until ctx is done or, for an imminent notice, its drain ends.
-// Errors that will not pass (forbidden, the node gone) end it at once.
-func (c *controller) update(ctx context.Context, nt termsig.Notice, change func(*record, *corev1.Node)) (update, error) {
-	if nt.Kind.Imminent() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, c.end(nt.Deadline, nt.Observed))
-		defer cancel()
-	}
-	wait := c.retry
-	for {
-		up, err := c.kube.update(ctx, change)
-		if err == nil || !transient(err) || ctx.Err() != nil {
-			return up, err
+// write queues ch after the changes not written yet and tries, once, to
+// write them all (see flush).
+func (c *controller) write(ctx context.Context, ch change) (update, error) {
+	c.pending = append(c.pending, ch)
+	return c.flush(ctx)
+}
+
+// flush tries once, for at most writeTimeout, to apply the pending
+// changes to the node, in order. After an error that may pass (the API
+// server unreachable or overloaded) they stay pending and retryC fires
+// after a backoff; after one that will not (forbidden, the node gone)
+// they are dropped, with an error logged.
+func (c *controller) flush(ctx context.Context) (update, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.writeTimeout)
+	defer cancel()
+	ops := c.pending
+	up, err := c.kube.update(ctx, func(rec *record, node *corev1.Node) {
+		for _, op := range ops {
+			op(rec, node)
 		}
-		c.log.Warn("kubedrain: node update failed, trying again", "err", err, "in", wait)
-		t := time.NewTimer(jitter(wait))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return up, err
-		case <-t.C:
-		}
-		wait = min(2*wait, c.evictor.maxBackoff)
+	})
+	if c.timer != nil {
+		c.timer.Stop()
+		c.retryC = nil
 	}
+	switch {
+	case err == nil:
+		c.pending, c.wait = nil, 0
+	case transient(err):
+		c.wait = min(max(2*c.wait, c.retry), c.evictor.maxBackoff)
+		c.log.Warn("kubedrain: node update failed, trying again", "err", err, "in", c.wait)
+		c.timer = time.NewTimer(jitter(c.wait))
+		c.retryC = c.timer.C
+	default:
+		c.pending, c.wait = nil, 0
+		c.log.Error("kubedrain: node update failed", "err", err)
+	}
+	return up, err
 }
 
 // transient reports whether err may pass by itself.
 func transient(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		return true // the network
+		return true // the network, a timeout
 	}
 	switch {
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsNotFound(err),

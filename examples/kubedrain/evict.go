@@ -138,6 +138,11 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 			continue
 		}
 		grace := gracePeriod(pod, deadline, e.now(), e.margin)
+		if g := pod.DeletionGracePeriodSeconds; pod.DeletionTimestamp != nil && g != nil && *g <= grace {
+			log.Debug("kubedrain: leaving pod: already terminating", "pod", podName(pod), "grace", *g)
+			rep.Gone++
+			continue
+		}
 		if localStorage(pod) {
 			log.Info("kubedrain: evicting a pod with local storage: its emptyDir data is lost with the machine", "pod", podName(pod))
 		}
@@ -158,6 +163,9 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 		})
 	}
 	wg.Wait()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return rep, ctx.Err() // stopped, not over
+	}
 	return rep, nil
 }
 

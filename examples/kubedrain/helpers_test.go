@@ -82,10 +82,29 @@ func newFakeCluster(t *testing.T, objs ...runtime.Object) *fakeCluster {
 		if f.refuse[name] {
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 		}
-		f.evictions[name] = *ev.DeleteOptions.GracePeriodSeconds
+		grace := *ev.DeleteOptions.GracePeriodSeconds
+		f.evictions[name] = grace
+		// As the API server does: the pod is now terminating, with that
+		// grace period.
+		gvr := corev1.SchemeGroupVersion.WithResource("pods")
+		if o, err := f.Tracker().Get(gvr, ev.Namespace, ev.Name); err == nil {
+			pod := o.(*corev1.Pod)
+			now := metav1.Now()
+			pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &now, &grace
+			if err := f.Tracker().Update(gvr, pod, ev.Namespace); err != nil {
+				return true, nil, err
+			}
+		}
 		return true, nil, nil
 	})
 	return f
+}
+
+// attemptsOf returns how many times pod's eviction was tried.
+func (f *fakeCluster) attemptsOf(pod string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attempts[pod]
 }
 
 // setRefuse makes the evictions of pod answer 429, or accepts them again.
@@ -190,6 +209,8 @@ func newTestController(t *testing.T, f *fakeCluster, now time.Time) *controller 
 	c.evictor.now = c.now
 	c.evictor.backoff, c.evictor.maxBackoff = time.Millisecond, 5*time.Millisecond
 	c.retry = time.Millisecond
+	c.writeTimeout = 5 * time.Second
+	c.minDrain = 200 * time.Millisecond
 	return c
 }
 

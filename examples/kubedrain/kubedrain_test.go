@@ -139,7 +139,7 @@ func TestBudgetRefusalUntilTheEnd(t *testing.T) {
 	c.handle(t.Context(), notice(termsig.Terminate, "spot/instance-action", time.Now().Add(c.evictor.margin+100*time.Millisecond), t0))
 	awaitDrain(t, c)
 	assert.Empty(t, f.evicted())
-	assert.Greater(t, f.attempts["ns/guarded"], 1)
+	assert.Greater(t, f.attemptsOf("ns/guarded"), 1)
 	assert.Contains(t, f.events(t), "Drain/Drained")
 	c.stopDrain()
 }
@@ -219,9 +219,11 @@ func TestTerminateAfterMaintenanceDrain(t *testing.T) {
 	c.handle(t.Context(), notice(termsig.Terminate, "spot/instance-action", t0.Add(2*time.Minute), t0))
 	awaitDrain(t, c)
 	assert.Equal(t, map[string]int64{"ns/slow": 110}, f.evicted())
-	// A later advice deadline does not start it again.
+	// Another maintenance drains again (a pod may have landed), but a pod
+	// already going within its grace period is left going.
 	c.handle(t.Context(), notice(termsig.Maintenance, "scheduled/e-2", t0.Add(2*time.Hour), t0))
-	assert.Equal(t, 2, f.attempts["ns/slow"])
+	awaitDrain(t, c)
+	assert.Equal(t, 2, f.attemptsOf("ns/slow"))
 	c.stopDrain()
 }
 
@@ -268,7 +270,15 @@ func TestNodeUpdateRetriedWhileTheAPIFails(t *testing.T) {
 	})
 	c := newTestController(t, f, t0)
 	c.handle(t.Context(), notice(termsig.Terminate, "spot/instance-action", time.Now().Add(time.Minute), t0))
+	require.NotNil(t, c.drain, "the drain does not wait for the cordon")
+	// run's loop does this: each retryC is one more try.
+	for c.pending != nil {
+		<-c.retryC
+		c.flush(t.Context())
+	}
+	assert.Zero(t, failures)
 	assert.True(t, f.node(t).Spec.Unschedulable)
+	assert.Nil(t, c.retryC)
 	awaitDrain(t, c)
 	c.stopDrain()
 }

@@ -167,10 +167,11 @@ func newController(o *options, client kubernetes.Interface, log *slog.Logger) *c
 		onRebalance:   o.onRebalance,
 		onMaintenance: o.onMaintenance,
 		fallback:      o.fallback,
+		minDrain:      15 * time.Second,
+		writeTimeout:  10 * time.Second,
 		retry:         250 * time.Millisecond,
 		log:           log,
 		now:           time.Now,
-		seen:          map[string]bool{},
 		warned:        map[string]bool{},
 		ends:          map[string]time.Time{},
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,8 +35,13 @@ type update struct {
 	rec        record // the record as written
 	cordoned   bool   // kubedrain set spec.unschedulable just now
 	uncordoned bool   // kubedrain lifted its own cordon just now
+	untainted  bool   // kubedrain removed its taint just now
+	lifted     bool   // an operator had uncordoned the node under kubedrain's reasons
 	wrote      bool   // the node was patched (or would be, in a dry run)
 }
+
+// fieldManager names kubedrain's writes in the node's managedFields.
+const fieldManager = "termsig-kubedrain"
 
 // update reads the node, lets change edit kubedrain's record of it, and
 // patches the node's cordon, taint and annotation to match the record.
@@ -55,21 +61,28 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 		if err != nil {
 			k.log.Warn("kubedrain: replacing the node's annotation", "err", err)
 		}
+		lifted := rec.Cordoned && rec.holds() && !node.Spec.Unschedulable
+		if lifted {
+			// Someone uncordoned the node under kubedrain's reasons: theirs
+			// is the last word on them (see reason.Lifted).
+			rec.lift()
+		}
 		change(&rec, node)
-		wasCordoned := node.Spec.Unschedulable
+		ours := rec.Cordoned && ownsCordon(node)
 		patch, err := nodePatch(node, &rec)
+		up = update{rec: rec, lifted: lifted}
 		if err != nil || patch == nil {
-			up = update{rec: rec}
 			return err
 		}
-		up = update{rec: rec, wrote: true}
-		up.cordoned = !wasCordoned && len(rec.Reasons) > 0
-		up.uncordoned = wasCordoned && len(rec.Reasons) == 0 && rec.Cordoned
+		up.wrote = true
+		up.cordoned = !node.Spec.Unschedulable && rec.holds()
+		up.uncordoned = node.Spec.Unschedulable && !rec.holds() && ours
+		up.untainted = !rec.holds() && slices.ContainsFunc(node.Spec.Taints, isOurs)
 		if k.dryRun {
 			k.log.Info("kubedrain: dry run: would patch the node", "patch", string(patch))
 			return nil
 		}
-		_, err = k.client.CoreV1().Nodes().Patch(ctx, k.node, types.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = k.client.CoreV1().Nodes().Patch(ctx, k.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	})
 	if err != nil {
@@ -79,34 +92,41 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 }
 
 // nodePatch returns the JSON merge patch that makes node match rec, or
-// nil when it does already. A record with reasons wants the node cordoned
-// and tainted with TaintKey=<strongest kind>:NoSchedule; if the node was
-// schedulable, rec.Cordoned is set, as the cordon is then kubedrain's. An
-// empty record wants kubedrain's marks gone: the taint, the annotation,
-// and the cordon if rec.Cordoned says it is kubedrain's. The patch sets
-// the taints as a whole list, which is safe because it carries the
-// node's resourceVersion.
+// nil when it does already. A record with a reason that holds (see
+// record.holds) wants the node cordoned and tainted with
+// TaintKey=<strongest kind>:NoSchedule; if the node was schedulable,
+// rec.Cordoned is set, as the cordon is then kubedrain's. A record
+// without one wants kubedrain's marks gone: the taint, and the cordon if
+// it is kubedrain's (rec.Cordoned, and the API server's field management
+// agrees: see ownsCordon); the annotation goes with the last reason.
+// The patch sets the taints as a whole list, which is safe because it
+// carries the node's resourceVersion.
 func nodePatch(node *corev1.Node, rec *record) ([]byte, error) {
 	spec := map[string]any{}
 	annotations := map[string]any{}
-	hold := len(rec.Reasons) > 0
+	hold := rec.holds()
 	switch {
 	case hold && !node.Spec.Unschedulable:
 		spec["unschedulable"] = true
 		rec.Cordoned = true
-	case !hold && node.Spec.Unschedulable && rec.Cordoned:
+	case !hold && node.Spec.Unschedulable && rec.Cordoned && ownsCordon(node):
 		spec["unschedulable"] = nil
 	}
+	if !hold {
+		rec.Cordoned = false // kubedrain holds no cordon now
+	}
+	_, annotated := node.Annotations[AnnotationKey]
 	var want *corev1.Taint
 	if hold {
 		want = &corev1.Taint{Key: TaintKey, Value: rec.strongest().String(), Effect: corev1.TaintEffectNoSchedule}
 	}
-	if taints, changed := withTaint(node.Spec.Taints, want); changed {
+	// A taint with kubedrain's key on a node without its record is not
+	// one kubedrain put there: it is left alone.
+	if taints, changed := withTaint(node.Spec.Taints, want); changed && (hold || annotated) {
 		spec["taints"] = taints
 	}
-	_, annotated := node.Annotations[AnnotationKey]
 	switch {
-	case hold:
+	case len(rec.Reasons) > 0:
 		b, err := json.Marshal(rec)
 		if err != nil {
 			return nil, fmt.Errorf("record: %w", err)
@@ -135,7 +155,7 @@ func nodePatch(node *corev1.Node, rec *record) ([]byte, error) {
 // removed when want is nil, and whether that changed anything. The other
 // taints are kept as they are, in their order.
 func withTaint(taints []corev1.Taint, want *corev1.Taint) ([]corev1.Taint, bool) {
-	out := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == TaintKey })
+	out := slices.DeleteFunc(slices.Clone(taints), isOurs)
 	if want != nil {
 		out = append(out, *want)
 	}
@@ -148,6 +168,32 @@ func withTaint(taints []corev1.Taint, want *corev1.Taint) ([]corev1.Taint, bool)
 		out = []corev1.Taint{} // JSON [], not null: the patch must clear the list
 	}
 	return out, true
+}
+
+// isOurs reports whether t is kubedrain's taint: its key, NoSchedule.
+// A taint with the same key and another effect is someone else's.
+func isOurs(t corev1.Taint) bool {
+	return t.Key == TaintKey && t.Effect == corev1.TaintEffectNoSchedule
+}
+
+// ownsCordon reports whether kubedrain's own write set the node's
+// spec.unschedulable, as the API server's field management records it:
+// an operator who uncordoned and cordoned the node again since then owns
+// it now, whatever kubedrain's record says. A node without managed
+// fields (they can be stripped) leaves it to the record.
+func ownsCordon(node *corev1.Node) bool {
+	if len(node.ManagedFields) == 0 {
+		return true
+	}
+	for _, m := range node.ManagedFields {
+		if m.FieldsV1 == nil || !strings.Contains(m.FieldsV1.GetRawString(), `"f:unschedulable"`) {
+			continue
+		}
+		if m.Manager == fieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 // maxNote is the API server's limit on an Event's note.

@@ -59,6 +59,10 @@ type reason struct {
 	// Drain is true when the notice asked for evictions, not only a
 	// cordon.
 	Drain bool `json:"drain,omitempty"`
+	// Lifted is true when an operator uncordoned the node while the
+	// reason held: it no longer cordons or taints the node. A new reason,
+	// or new news of this one (another kind or deadline), cordons again.
+	Lifted bool `json:"lifted,omitempty"`
 }
 
 func reasonOf(nt termsig.Notice, drain bool) reason {
@@ -113,8 +117,12 @@ func (rec *record) add(r reason) bool {
 	i := slices.IndexFunc(rec.Reasons, func(o reason) bool { return o.same(r.Source, r.Event) })
 	if i < 0 {
 		if len(rec.Reasons) >= maxReasons {
-			// Keep the strongest: the oldest advice goes first.
-			rec.Reasons = rec.Reasons[1:]
+			// Make room: the oldest advice goes, else the oldest reason.
+			j := max(slices.IndexFunc(rec.Reasons, func(o reason) bool { return !o.Kind.Imminent() }), 0)
+			if !r.Kind.Imminent() && rec.Reasons[j].Kind.Imminent() {
+				return false // advice never pushes out an imminent notice
+			}
+			rec.Reasons = slices.Delete(rec.Reasons, j, j+1)
 		}
 		rec.Reasons = append(rec.Reasons, r)
 		return true
@@ -132,6 +140,26 @@ func (rec *record) add(r reason) bool {
 	return true
 }
 
+// has reports whether the record has a reason for (source, event).
+func (rec *record) has(source, event string) bool {
+	return slices.ContainsFunc(rec.Reasons, func(r reason) bool { return r.same(source, event) })
+}
+
+// holds reports whether a reason in the record holds the node cordoned:
+// one that an operator has not lifted.
+func (rec *record) holds() bool {
+	return slices.ContainsFunc(rec.Reasons, func(r reason) bool { return !r.Lifted })
+}
+
+// lift marks every reason lifted: an operator uncordoned the node while
+// they held (see reason.Lifted). The cordon is no longer kubedrain's.
+func (rec *record) lift() {
+	for i := range rec.Reasons {
+		rec.Reasons[i].Lifted = true
+	}
+	rec.Cordoned = false
+}
+
 // clear removes the advice for (source, event). An imminent reason stays:
 // the machine is going away whatever the advice does. It reports whether
 // the record changed.
@@ -143,12 +171,16 @@ func (rec *record) clear(source, event string) bool {
 	return len(rec.Reasons) != n
 }
 
-// strongest returns the kind the taint shows: the first imminent kind
-// (in the order of termsig's kinds, Terminate first), else Maintenance
-// before Rebalance. It is 0 for an empty record.
+// strongest returns the kind the taint shows: of the reasons that are
+// not lifted, the first imminent kind (in the order of termsig's kinds,
+// Terminate first), else Maintenance before Rebalance. It is 0 when no
+// reason holds.
 func (rec *record) strongest() termsig.Kind {
 	var best termsig.Kind
 	for _, r := range rec.Reasons {
+		if r.Lifted {
+			continue
+		}
 		if best == 0 || rank(r.Kind) < rank(best) {
 			best = r.Kind
 		}

@@ -20,7 +20,12 @@ const recheckEvery = 10 * time.Second
 // said, so that a kubedrain restarted while a notice went away lifts a
 // cordon that no longer has a reason.
 func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, ready <-chan struct{}) {
-	defer c.stopDrain()
+	defer func() {
+		c.stopDrain()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}()
 	var recheck <-chan time.Time
 	for {
 		select {
@@ -47,6 +52,9 @@ func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, rea
 			if !c.reconcile(ctx) {
 				recheck = nil
 			}
+		case <-c.retryC:
+			up, _ := c.flush(ctx)
+			c.report(ctx, up, "a node update tried again")
 		}
 	}
 }
@@ -75,11 +83,11 @@ func (c *controller) handlePending(ctx context.Context, notices <-chan termsig.N
 // left that it could not settle yet, to be looked at again.
 func (c *controller) reconcile(ctx context.Context) (again bool) {
 	var dropped, kept []reason
-	up, err := c.update(ctx, termsig.Notice{}, func(rec *record, node *corev1.Node) {
+	up, err := c.write(ctx, func(rec *record, node *corev1.Node) {
 		dropped, kept, again = nil, nil, false
 		rec.Reasons = slices.DeleteFunc(rec.Reasons, func(r reason) bool {
 			switch {
-			case c.seen[key(r.Source, r.Event)]:
+			case c.view.has(r.Source, r.Event):
 				return false
 			case r.Kind.Imminent():
 				boot := node.Status.NodeInfo.BootID
@@ -98,18 +106,18 @@ func (c *controller) reconcile(ctx context.Context) (again bool) {
 		})
 	})
 	if err != nil {
-		c.log.Error("kubedrain: could not reconcile the node's record", "err", err)
-		return true
+		return transient(err)
 	}
 	for _, r := range kept {
-		if c.warned[key(r.Source, r.Event)] {
+		if c.warned[key(r.Source, r.Event)] || r.Lifted {
 			continue
 		}
 		c.warned[key(r.Source, r.Event)] = true
-		c.log.Warn("kubedrain: the node stays cordoned for an imminent notice of this boot that no longer shows; kubectl uncordon undoes it", "reason", r.String())
+		c.log.Warn("kubedrain: the node stays cordoned for an imminent notice of this boot that no longer shows; "+
+			"kubectl uncordon lifts it (kubedrain then removes its taint)", "reason", r.String())
 	}
 	if len(dropped) > 0 {
-		c.afterClear(ctx, up, "no longer holds: "+(&record{Reasons: dropped}).String())
+		c.report(ctx, up, "no longer holds: "+(&record{Reasons: dropped}).String())
 	}
 	return again
 }
