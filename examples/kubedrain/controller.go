@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ type controller struct {
 	ends    map[string]time.Time // when each drain reason's drain ends
 	warned  map[string]bool      // reasons reconcile has logged it keeps
 	drain   *running             // the drain under way, or the last one
-	pending []change             // node changes not written yet, in order
+	pending []pending            // node changes not written yet, in order
 	wait    time.Duration        // the backoff of pending
 	retryC  <-chan time.Time     // fires when pending is to be tried again
 	timer   *time.Timer
@@ -83,6 +84,14 @@ type controller struct {
 
 // A change edits kubedrain's record of the node (see kube.update).
 type change func(*record, *corev1.Node)
+
+// A pending change is one not written yet, with what it is about: the
+// reason's key, and whether it is an imminent notice's.
+type pending struct {
+	key      string
+	imminent bool
+	apply    change
+}
 
 // running is one drain: the evictions for the drain reasons of the view.
 type running struct {
@@ -133,11 +142,11 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		c.ends[k] = c.end(nt.Deadline, nt.Observed)
 	}
 	c.log.Info("kubedrain: "+act.String(), "notice", nt)
-	up, err := c.write(ctx, func(rec *record, node *corev1.Node) {
+	up, err := c.write(ctx, pending{key: k, imminent: r.Kind.Imminent(), apply: func(rec *record, node *corev1.Node) {
 		if rec.add(r) && r.Kind.Imminent() {
 			rec.BootID = node.Status.NodeInfo.BootID
 		}
-	})
+	}})
 	if err == nil && up.wrote {
 		c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", actionName(act), nt.String())
 	}
@@ -150,7 +159,9 @@ func (c *controller) clear(ctx context.Context, nt termsig.Notice) {
 	if c.view.clear(nt.Source, nt.Event) {
 		delete(c.ends, key(nt.Source, nt.Event))
 	}
-	up, _ := c.write(ctx, func(rec *record, _ *corev1.Node) { rec.clear(nt.Source, nt.Event) })
+	up, _ := c.write(ctx, pending{key: key(nt.Source, nt.Event), apply: func(rec *record, _ *corev1.Node) {
+		rec.clear(nt.Source, nt.Event)
+	}})
 	c.report(ctx, up, nt.String())
 	c.follow(ctx, false)
 }
@@ -266,10 +277,18 @@ func (c *controller) stopDrain() {
 	c.drain = nil
 }
 
-// write queues ch after the changes not written yet and tries, once, to
-// write them all (see flush).
-func (c *controller) write(ctx context.Context, ch change) (update, error) {
-	c.pending = append(c.pending, ch)
+// write queues p after the changes not written yet and tries, once, to
+// write them all (see flush). p replaces the pending changes about the
+// same reason that it makes moot: advice (or its Cleared) replaces
+// earlier advice, an imminent notice replaces all; only an imminent
+// notice's change outlives later advice. So however long the API server
+// is away, and however often advice comes and goes meanwhile, at most
+// two changes per reason wait.
+func (c *controller) write(ctx context.Context, p pending) (update, error) {
+	c.pending = slices.DeleteFunc(c.pending, func(q pending) bool {
+		return q.key == p.key && (!q.imminent || p.imminent)
+	})
+	c.pending = append(c.pending, p)
 	return c.flush(ctx)
 }
 
@@ -283,8 +302,8 @@ func (c *controller) flush(ctx context.Context) (update, error) {
 	defer cancel()
 	ops := c.pending
 	up, err := c.kube.update(ctx, func(rec *record, node *corev1.Node) {
-		for _, op := range ops {
-			op(rec, node)
+		for _, p := range ops {
+			p.apply(rec, node)
 		}
 	})
 	if c.timer != nil {

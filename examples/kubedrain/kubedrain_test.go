@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,5 +507,39 @@ func TestForbiddenReadStillDrains(t *testing.T) {
 	c.handle(t.Context(), notice(termsig.Terminate, "spot/instance-action", t0.Add(2*time.Minute), t0))
 	awaitDrain(t, c)
 	assert.Equal(t, map[string]int64{"ns/p": 30}, f.evicted())
+	c.stopDrain()
+}
+
+// TestPendingChangesStayBounded: while the API server is away, advice
+// that comes and goes a hundred times leaves at most two changes per
+// reason waiting, and once it is back the node gets the last word of
+// each: cordoned for the interruption, the rebalance cleared.
+func TestPendingChangesStayBounded(t *testing.T) {
+	f := newFakeCluster(t, newNode())
+	var down atomic.Bool
+	down.Store(true)
+	f.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	c := newTestController(t, f, t0)
+	c.handle(t.Context(), notice(termsig.Terminate, "spot/instance-action", t0.Add(2*time.Minute), t0))
+	for range 100 {
+		c.handle(t.Context(), notice(termsig.Rebalance, "rebalance", time.Time{}, t0))
+		c.handle(t.Context(), notice(termsig.Cleared, "rebalance", time.Time{}, t0))
+	}
+	assert.Len(t, c.pending, 2)
+	down.Store(false)
+	<-c.retryC
+	_, err := c.flush(t.Context())
+	require.NoError(t, err)
+	node := f.node(t)
+	assert.True(t, node.Spec.Unschedulable)
+	rec, err := readRecord(node)
+	require.NoError(t, err)
+	assert.Equal(t, "imds spot/instance-action: terminate", rec.String())
+	awaitDrain(t, c)
 	c.stopDrain()
 }

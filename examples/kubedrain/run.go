@@ -53,7 +53,10 @@ func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, rea
 				recheck = nil
 			}
 		case <-c.retryC:
-			up, _ := c.flush(ctx)
+			up, err := c.flush(ctx)
+			if err == nil && up.cordoned {
+				c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", "Cordon", up.rec.String())
+			}
 			c.report(ctx, up, "a node update tried again")
 		}
 	}
@@ -83,7 +86,8 @@ func (c *controller) handlePending(ctx context.Context, notices <-chan termsig.N
 // left that it could not settle yet, to be looked at again.
 func (c *controller) reconcile(ctx context.Context) (again bool) {
 	var dropped, kept []reason
-	up, err := c.write(ctx, func(rec *record, node *corev1.Node) {
+	// One reconcile waits at most: the next replaces it (see write).
+	up, err := c.write(ctx, pending{key: "\x00reconcile", apply: func(rec *record, node *corev1.Node) {
 		dropped, kept, again = nil, nil, false
 		rec.Reasons = slices.DeleteFunc(rec.Reasons, func(r reason) bool {
 			switch {
@@ -104,7 +108,7 @@ func (c *controller) reconcile(ctx context.Context) (again bool) {
 			again = true
 			return false
 		})
-	})
+	}})
 	if err != nil {
 		return transient(err)
 	}
