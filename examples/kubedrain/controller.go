@@ -65,8 +65,11 @@ type controller struct {
 	// included; retry is the first wait before a failed write is tried
 	// again, doubling up to the evictor's maxBackoff.
 	writeTimeout, retry time.Duration
-	log                 *slog.Logger
-	now                 func() time.Time
+	// cordonWait is how long a drain waits for the cordon that goes
+	// with it before it evicts anyway.
+	cordonWait time.Duration
+	log        *slog.Logger
+	now        func() time.Time
 
 	// healthy says whether a source has heard from its origin and has no
 	// error now (see reconcile); nil means always.
@@ -95,9 +98,9 @@ type pending struct {
 
 // running is one drain: the evictions for the drain reasons of the view.
 type running struct {
-	end    time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
+	end, deadline time.Time
+	cancel        context.CancelFunc
+	done          chan struct{}
 }
 
 func (d *running) finished() bool {
@@ -142,16 +145,20 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		c.ends[k] = c.end(nt.Deadline, nt.Observed)
 	}
 	c.log.Info("kubedrain: "+act.String(), "notice", nt)
+	// The drain starts now, and waits for the cordon below at most
+	// cordonWait: pods evicted before it could be scheduled right back.
+	cordoned := make(chan struct{})
+	c.follow(ctx, fresh && r.Drain, cordoned)
 	up, err := c.write(ctx, pending{key: k, imminent: r.Kind.Imminent(), apply: func(rec *record, node *corev1.Node) {
 		if rec.add(r) && r.Kind.Imminent() {
 			rec.BootID = node.Status.NodeInfo.BootID
 		}
 	}})
+	close(cordoned)
 	if err == nil && up.wrote {
 		c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", actionName(act), nt.String())
 	}
 	c.report(ctx, up, nt.String())
-	c.follow(ctx, fresh)
 }
 
 // clear acts on a Cleared notice: the advice it names no longer holds.
@@ -163,7 +170,7 @@ func (c *controller) clear(ctx context.Context, nt termsig.Notice) {
 		rec.clear(nt.Source, nt.Event)
 	}})
 	c.report(ctx, up, nt.String())
-	c.follow(ctx, false)
+	c.follow(ctx, false, nil)
 }
 
 // report logs, and records as Events, what a node write changed.
@@ -209,44 +216,76 @@ func (c *controller) end(deadline, observed time.Time) time.Time {
 	return end
 }
 
-// follow starts, moves or stops the drain so that it matches the view: a
-// drain runs while the view has a reason to drain, ends at the earliest
-// end of those reasons, and caps grace periods by the earliest deadline
-// among them (none: the pods' own). A drain is started again when that
-// end changes (a Terminate after a Maintenance shrinks it; a cleared
-// reason moves it), and, once it has finished, when fresh says that a
-// reason to drain is new or has news: pods that landed since, or that a
-// budget kept, get another try.
-func (c *controller) follow(ctx context.Context, fresh bool) {
+// follow starts, moves or stops the drain so that it matches the view.
+// A drain runs while the view has a reason to drain whose end is still
+// ahead; it lasts until the latest such end, but no longer than margin
+// before the earliest deadline of those reasons, since the machine is
+// gone then; and that deadline caps grace periods (none known: the pods'
+// own). It starts again when the deadline changes (a Terminate during a
+// Maintenance drain: grace periods shrink to it) or it needs to last
+// longer, and, once it has finished, when fresh says that a reason to
+// drain is new or has news: pods that landed since, or that a budget
+// kept, get another try. Cordon-only advice never starts one. A drain it
+// starts waits for cordoned to be closed, or cordonWait, before it
+// evicts; nil means no wait.
+func (c *controller) follow(ctx context.Context, fresh bool, cordoned <-chan struct{}) {
+	now := c.now()
 	var end, deadline time.Time
 	for _, r := range c.view.Reasons {
-		if !r.Drain {
+		e := c.ends[key(r.Source, r.Event)]
+		if !r.Drain || !e.After(now) {
 			continue
 		}
-		if e := c.ends[key(r.Source, r.Event)]; end.IsZero() || e.Before(end) {
-			end = e
-		}
+		end = later(end, e)
 		if !r.Deadline.IsZero() && (deadline.IsZero() || r.Deadline.Before(deadline)) {
 			deadline = r.Deadline
 		}
 	}
+	if !deadline.IsZero() {
+		end = earlier(end, later(deadline.Add(-c.evictor.margin), now.Add(c.minDrain)))
+	}
+	d := c.drain
 	switch {
 	case end.IsZero():
 		c.stopDrain()
-	case c.drain == nil, !end.Equal(c.drain.end), fresh && c.drain.finished():
+	case d == nil, !deadline.Equal(d.deadline), end.After(d.end), fresh && d.finished():
 		c.stopDrain()
-		c.startDrain(ctx, end, deadline)
+		c.startDrain(ctx, end, deadline, cordoned)
 	}
 }
 
-func (c *controller) startDrain(ctx context.Context, end, deadline time.Time) {
+func later(a, b time.Time) time.Time {
+	if a.IsZero() || b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, cordoned <-chan struct{}) {
 	dctx, cancel := context.WithDeadline(ctx, end)
-	d := &running{end: end, cancel: cancel, done: make(chan struct{})}
+	d := &running{end: end, deadline: deadline, cancel: cancel, done: make(chan struct{})}
 	c.drain = d
 	log := c.log.With("drain", c.view.String())
 	go func() {
 		defer close(d.done)
 		defer cancel()
+		if cordoned != nil {
+			t := time.NewTimer(c.cordonWait)
+			select {
+			case <-cordoned:
+			case <-t.C:
+				log.Warn("kubedrain: evicting before the cordon has landed", "waited", c.cordonWait)
+			case <-dctx.Done():
+			}
+			t.Stop()
+		}
 		rep, err := c.evictor.drain(dctx, deadline, log)
 		switch {
 		case errors.Is(err, context.Canceled):

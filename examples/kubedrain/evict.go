@@ -83,8 +83,11 @@ func gracePeriod(pod *corev1.Pod, deadline, now time.Time, margin time.Duration)
 	if deadline.IsZero() {
 		return own
 	}
-	left := int64((deadline.Sub(now) - margin) / time.Second)
-	return min(own, max(left, 1))
+	end := deadline.Add(-margin)
+	if !end.After(now) {
+		return min(own, 1) // compared as times: a Duration would overflow
+	}
+	return min(own, max(int64(end.Sub(now)/time.Second), 1))
 }
 
 // localStorage reports whether pod keeps data on the node (emptyDir
@@ -137,8 +140,7 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 			rep.Skipped++
 			continue
 		}
-		grace := gracePeriod(pod, deadline, e.now(), e.margin)
-		if g := pod.DeletionGracePeriodSeconds; pod.DeletionTimestamp != nil && g != nil && *g <= grace {
+		if g := pod.DeletionGracePeriodSeconds; pod.DeletionTimestamp != nil && g != nil && *g <= gracePeriod(pod, deadline, e.now(), e.margin) {
 			log.Debug("kubedrain: leaving pod: already terminating", "pod", podName(pod), "grace", *g)
 			rep.Gone++
 			continue
@@ -147,7 +149,7 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 			log.Info("kubedrain: evicting a pod with local storage: its emptyDir data is lost with the machine", "pod", podName(pod))
 		}
 		wg.Go(func() {
-			out := e.evict(ctx, pod, grace, log)
+			out := e.evict(ctx, pod, deadline, log)
 			mu.Lock()
 			defer mu.Unlock()
 			switch out {
@@ -169,26 +171,28 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 	return rep, nil
 }
 
-// evict asks the API server to evict pod with the given grace period,
-// trying again after a refusal or an error until it is accepted or ctx
-// is done. The eviction is for this pod only (a UID precondition): a
-// StatefulSet's new pod of the same name is not evicted by mistake.
-func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, grace int64, log *slog.Logger) outcome {
-	ev := &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{
-			GracePeriodSeconds: &grace,
-			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-		},
-	}
+// evict asks the API server to evict pod, trying again after a refusal
+// or an error until it is accepted or ctx is done. Each attempt has the
+// grace period that ends margin before deadline then (see gracePeriod),
+// so that a pod a budget lets go late gets only the time that is left.
+// The eviction is for this pod only (a UID precondition): a StatefulSet's
+// new pod of the same name is not evicted by mistake.
+func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time, log *slog.Logger) outcome {
 	if e.kube.dryRun {
-		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", grace)
+		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", gracePeriod(pod, deadline, e.now(), e.margin))
 		return evicted
 	}
 	wait := e.backoff
 	var lastErr error
 	for {
-		err := e.kube.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+		grace := gracePeriod(pod, deadline, e.now(), e.margin)
+		err := e.kube.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+			DeleteOptions: &metav1.DeleteOptions{
+				GracePeriodSeconds: &grace,
+				Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+			},
+		})
 		switch {
 		case err == nil:
 			log.Info("kubedrain: evicted", "pod", podName(pod), "grace", grace)

@@ -211,6 +211,7 @@ func newTestController(t *testing.T, f *fakeCluster, now time.Time) *controller 
 	c.retry = time.Millisecond
 	c.writeTimeout = 5 * time.Second
 	c.minDrain = 200 * time.Millisecond
+	c.cordonWait = 100 * time.Millisecond
 	return c
 }
 

@@ -169,6 +169,7 @@ func newController(o *options, client kubernetes.Interface, log *slog.Logger) *c
 		fallback:      o.fallback,
 		minDrain:      15 * time.Second,
 		writeTimeout:  10 * time.Second,
+		cordonWait:    2 * time.Second,
 		retry:         250 * time.Millisecond,
 		log:           log,
 		now:           time.Now,

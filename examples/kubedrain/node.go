@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +62,9 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 		if err != nil {
 			k.log.Warn("kubedrain: replacing the node's annotation", "err", err)
 		}
-		lifted := rec.Cordoned && rec.holds() && !node.Spec.Unschedulable
+		// A record that holds only ever lands together with a cordon: a
+		// schedulable node with one was uncordoned by someone since.
+		lifted := rec.holds() && !node.Spec.Unschedulable
 		if lifted {
 			// Someone uncordoned the node under kubedrain's reasons: theirs
 			// is the last word on them (see reason.Lifted).
@@ -82,7 +85,10 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 			k.log.Info("kubedrain: dry run: would patch the node", "patch", string(patch))
 			return nil
 		}
-		_, err = k.client.CoreV1().Nodes().Patch(ctx, k.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		patched, err := k.client.CoreV1().Nodes().Patch(ctx, k.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		if err == nil && up.cordoned && len(patched.ManagedFields) == 0 {
+			k.trackCordon(ctx, patched.ResourceVersion)
+		}
 		return err
 	})
 	if err != nil {
@@ -170,6 +176,25 @@ func withTaint(taints []corev1.Taint, want *corev1.Taint) ([]corev1.Taint, bool)
 	return out, true
 }
 
+// trackCordon makes the API server track who owns spec.unschedulable on
+// a node whose fields it does not track yet (nodes can come without
+// managedFields, and then updates never add them; only an apply does):
+// it applies the cordon kubedrain has just set, as its own field manager,
+// so that ownsCordon sees an operator's uncordon and cordon from then on.
+// The apply carries the resourceVersion of kubedrain's cordon: if anyone
+// wrote the node since (an operator's uncordon), it fails rather than
+// cordon again. It is best effort: without it ownsCordon trusts the
+// record.
+func (k *kube) trackCordon(ctx context.Context, resourceVersion string) {
+	apply := fmt.Sprintf(`{"apiVersion":"v1","kind":"Node","metadata":{"name":%q,"resourceVersion":%q},"spec":{"unschedulable":true}}`,
+		k.node, resourceVersion)
+	_, err := k.client.CoreV1().Nodes().Patch(ctx, k.node, types.ApplyPatchType, []byte(apply),
+		metav1.PatchOptions{FieldManager: fieldManager, Force: new(true)})
+	if err != nil {
+		k.log.Debug("kubedrain: could not start field tracking of the cordon", "err", err)
+	}
+}
+
 // isOurs reports whether t is kubedrain's taint: its key, NoSchedule.
 // A taint with the same key and another effect is someone else's.
 func isOurs(t corev1.Taint) bool {
@@ -196,8 +221,12 @@ func ownsCordon(node *corev1.Node) bool {
 	return false
 }
 
-// maxNote is the API server's limit on an Event's note.
-const maxNote = 1024
+const (
+	// maxNote is the API server's limit on an Event's note.
+	maxNote = 1024
+	// eventTimeout bounds the recording of one Event.
+	eventTimeout = 2 * time.Second
+)
 
 // event records an Event about the node (events.k8s.io/v1, seen in
 // kubectl describe node). Events are for people: a failure is logged and
@@ -222,6 +251,9 @@ func (k *kube) event(ctx context.Context, typ, reason, action, note string) {
 		Note:      truncate(note, maxNote),
 		Type:      typ,
 	}
+	// Events are for people: one that hangs must not hold up notices.
+	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
 	if _, err := k.client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !errors.Is(err, context.Canceled) {
 		k.log.Warn("kubedrain: could not record an event on the node", "reason", reason, "err", err)
 	}
