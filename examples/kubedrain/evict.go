@@ -118,9 +118,11 @@ type drainReport struct {
 
 // drain evicts every pod on the node except those skipOf leaves, all at
 // once, and returns when each eviction was accepted or ctx is done; ctx
-// ends margin before the notice's deadline. A pod whose eviction a
+// ends with the drain (see controller.follow), deadline caps the grace
+// periods (zero: the pods' own). A pod whose eviction a
 // PodDisruptionBudget refuses (429) is tried again with backoff until
-// then, and then left (the machine is going away anyway).
+// then, and then left (the machine is going away anyway). It returns
+// ctx's error if ctx was cancelled: the drain was stopped, not over.
 func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logger) (drainReport, error) {
 	var rep drainReport
 	pods, err := e.kube.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
