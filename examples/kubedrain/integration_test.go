@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -66,6 +67,8 @@ func applyManifest(t testing.TB, client kubernetes.Interface, file string) {
 			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.DaemonSet:
+			_, err = client.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			t.Fatalf("%s: unexpected %T", file, obj)
 		}
@@ -306,6 +309,9 @@ func setupCluster(t testing.TB) (*kubetest.Cluster, string) {
 func TestAgainstAPIServer(t *testing.T) {
 	c, kubeconfig := setupCluster(t)
 	client := c.Client
+	// The DaemonSet of deploy/ is valid for the API server (no controller
+	// runs here to start its pods).
+	applyManifest(t, client, "daemonset.yaml")
 	mirror := func(p *corev1.Pod) { p.Annotations = map[string]string{mirrorAnnotation: "hash"} }
 	for _, p := range []*corev1.Pod{
 		newPod("work", "plain"),
