@@ -83,6 +83,10 @@ type controller struct {
 	wait    time.Duration        // the backoff of pending
 	retryC  <-chan time.Time     // fires when pending is to be tried again
 	timer   *time.Timer
+	// failures counts the failed attempts of pending; lastErr is the
+	// text of the last one logged.
+	failures int
+	lastErr  string
 }
 
 // A change edits kubedrain's record of the node (see kube.update).
@@ -155,7 +159,10 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		}
 	}})
 	close(cordoned)
-	if err == nil && up.wrote {
+	if err != nil {
+		return // pending: logged by flush, reported when it is written
+	}
+	if up.wrote {
 		c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", actionName(act), nt.String())
 	}
 	c.report(ctx, up, nt.String())
@@ -166,10 +173,12 @@ func (c *controller) clear(ctx context.Context, nt termsig.Notice) {
 	if c.view.clear(nt.Source, nt.Event) {
 		delete(c.ends, key(nt.Source, nt.Event))
 	}
-	up, _ := c.write(ctx, pending{key: key(nt.Source, nt.Event), apply: func(rec *record, _ *corev1.Node) {
+	up, err := c.write(ctx, pending{key: key(nt.Source, nt.Event), apply: func(rec *record, _ *corev1.Node) {
 		rec.clear(nt.Source, nt.Event)
 	}})
-	c.report(ctx, up, nt.String())
+	if err == nil {
+		c.report(ctx, up, nt.String())
+	}
 	c.follow(ctx, false, nil)
 }
 
@@ -351,14 +360,26 @@ func (c *controller) flush(ctx context.Context) (update, error) {
 	}
 	switch {
 	case err == nil:
-		c.pending, c.wait = nil, 0
+		if c.failures > 0 {
+			c.log.Info("kubedrain: node update succeeded", "after-failures", c.failures)
+		}
+		c.pending, c.wait, c.failures, c.lastErr = nil, 0, 0, ""
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// kubedrain is stopping: nothing to say.
 	case transient(err):
 		c.wait = min(max(2*c.wait, c.retry), c.evictor.maxBackoff)
-		c.log.Warn("kubedrain: node update failed, trying again", "err", err, "in", c.wait)
+		c.failures++
+		// One line per failure that changes, not one per retry.
+		if msg := err.Error(); msg != c.lastErr {
+			c.lastErr = msg
+			c.log.Warn("kubedrain: node update failed, trying again", "err", err, "in", c.wait)
+		} else {
+			c.log.Debug("kubedrain: node update failed, trying again", "err", err, "in", c.wait)
+		}
 		c.timer = time.NewTimer(jitter(c.wait))
 		c.retryC = c.timer.C
 	default:
-		c.pending, c.wait = nil, 0
+		c.pending, c.wait, c.failures, c.lastErr = nil, 0, 0, ""
 		c.log.Error("kubedrain: node update failed", "err", err)
 	}
 	return up, err

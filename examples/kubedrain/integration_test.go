@@ -118,7 +118,7 @@ func (p *kubedrainProc) read(r io.Reader) {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var line map[string]any
-		_ = json.Unmarshal(sc.Bytes(), &line) // klog lines are not JSON
+		_ = json.Unmarshal(sc.Bytes(), &line) // a line that is not JSON is kept raw
 		p.mu.Lock()
 		p.raw.Write(sc.Bytes())
 		p.raw.WriteByte('\n')

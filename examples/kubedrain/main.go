@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -66,7 +67,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var onRebalance, onMaintenance, level string
 	fs.StringVar(&o.node, "node", os.Getenv("NODE_NAME"), "the node to drain (default $NODE_NAME, from the downward API)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: the pod's service account, or $KUBECONFIG / ~/.kube/config outside a cluster)")
-	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
+	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+
+		strings.Join(slices.DeleteFunc(sources.Names(), func(n string) bool { return n == "signal" }), ", "))
 	fs.DurationVar(&o.margin, "margin", 10*time.Second, "time kept before a notice's deadline: grace periods end and evictions stop this much earlier")
 	fs.DurationVar(&o.fallback, "fallback", 2*time.Minute, "how long evictions are tried for a notice without a deadline")
 	fs.StringVar(&onRebalance, "on-rebalance", "cordon", "what a rebalance recommendation does: ignore, cordon or drain")
@@ -133,15 +135,18 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := checkNode(ctx, client, o.node); err != nil {
-		return err
-	}
 	srcs, err := o.pickSources(log)
 	if err != nil {
 		return err
 	}
+	// The sources start before the API server is asked anything: a notice
+	// that comes while it is slow to answer waits on the Notifier's
+	// channel, not for the API server.
 	n := termsig.Config{Logger: log}.New(srcs...)
 	defer n.Stop()
+	if err := checkNode(ctx, client, o.node, log); err != nil {
+		return err
+	}
 	c := newController(o, client, log)
 	c.healthy = healthyIn(n)
 	names := make([]string, len(srcs))
@@ -198,6 +203,15 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "termsig-kubedrain"
+	// client-go sends everything over one HTTP/2 connection and finds
+	// out that it died silently only by its health check, after 30 s
+	// without a frame and a 15 s ping: most of a spot interruption's two
+	// minutes. 5 s and 5 s, unless the environment says otherwise.
+	for _, v := range []string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS", "HTTP2_PING_TIMEOUT_SECONDS"} {
+		if _, ok := os.LookupEnv(v); !ok {
+			os.Setenv(v, "5")
+		}
+	}
 	// client-go's default of 5 requests a second would spread the
 	// evictions of a full node over half a minute; the API server's
 	// priority and fairness protects it instead.
@@ -208,13 +222,16 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 // checkNode makes sure at start that the node exists and that kubedrain
 // may read it, so that a wrong name or missing permissions show at once
 // rather than when the machine is going away. An API server that cannot
-// be reached now is only logged by the caller's retries later.
-func checkNode(ctx context.Context, client kubernetes.Interface, node string) error {
+// be reached now is logged, and kubedrain goes on: its writes are retried.
+func checkNode(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return fmt.Errorf("node %s: %w", node, err)
+	case err != nil && !errors.Is(err, context.Canceled):
+		log.Warn("kubedrain: the API server does not answer; going on", "err", err)
 	}
 	return nil
 }
@@ -240,9 +257,19 @@ func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
 	}
 	var platform []termsig.Source
 	for _, s := range srcs {
-		if _, local := s.(termsig.LocalSource); !local {
-			platform = append(platform, s)
+		if _, local := s.(termsig.LocalSource); local {
+			continue
 		}
+		// A source that can never work (a bad endpoint, an interval
+		// below the floor) would leave kubedrain looking healthy and
+		// deaf: that is fatal. So is one named by --sources that does
+		// not apply here.
+		if a, ok := s.(interface{ Available() error }); ok {
+			if err := a.Available(); err != nil && (o.sources != "auto" || !errors.Is(err, termsig.ErrUnavailable)) {
+				return nil, fmt.Errorf("source %s: %w", s.Name(), err)
+			}
+		}
+		platform = append(platform, s)
 	}
 	if len(platform) == 0 {
 		log.Warn("kubedrain: no platform notice source applies on this host; kubedrain will never drain the node")

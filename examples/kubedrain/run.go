@@ -53,11 +53,12 @@ func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, rea
 				recheck = nil
 			}
 		case <-c.retryC:
-			up, err := c.flush(ctx)
-			if err == nil && up.cordoned {
-				c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", "Cordon", up.rec.String())
+			if up, err := c.flush(ctx); err == nil {
+				if up.cordoned {
+					c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", "Cordon", up.rec.String())
+				}
+				c.report(ctx, up, "a node update tried again")
 			}
-			c.report(ctx, up, "a node update tried again")
 		}
 	}
 }
