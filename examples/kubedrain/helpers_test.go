@@ -117,18 +117,26 @@ func (f *fakeCluster) setRefuse(pod string, refuse bool) {
 // awaitAttempts waits until pod's eviction has been tried n times.
 func (f *fakeCluster) awaitAttempts(t *testing.T, pod string, n int) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	if !awaitAttemptsWithin(f, pod, n, 10*time.Second) {
+		t.Fatalf("%s: %d eviction attempts, want %d", pod, f.attemptsOf(pod), n)
+	}
+}
+
+// awaitAttemptsWithin waits at most d for pod's eviction to be tried n
+// times, and reports whether it was.
+func awaitAttemptsWithin(f *fakeCluster, pod string, n int, d time.Duration) bool {
+	timeout := time.After(d)
 	for {
 		f.mu.Lock()
 		got, ch := f.attempts[pod], f.changed
 		f.mu.Unlock()
 		if got >= n {
-			return
+			return true
 		}
 		select {
 		case <-ch:
 		case <-timeout:
-			t.Fatalf("%s: %d eviction attempts, want %d", pod, got, n)
+			return false
 		}
 	}
 }

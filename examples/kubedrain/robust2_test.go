@@ -24,25 +24,6 @@ import (
 	"github.com/termsig/termsig"
 )
 
-// awaitAttemptsWithin waits at most d for pod's eviction to be tried n
-// times, and reports whether it was.
-func awaitAttemptsWithin(f *fakeCluster, pod string, n int, d time.Duration) bool {
-	timeout := time.After(d)
-	for {
-		f.mu.Lock()
-		got, ch := f.attempts[pod], f.changed
-		f.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-timeout:
-			return false
-		}
-	}
-}
-
 // TestSpotAfterEndedRebalanceDrainEvicts: with --on-rebalance=drain, a
 // spot interruption after the rebalance drain has ended drains with a
 // window of its own, not the rebalance's past one. (Found by review.)
