@@ -1,0 +1,188 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/go-github/v75/github"
+
+	"github.com/termsig/termsig/internal/backoff"
+)
+
+// An api is the part of GitHub's REST API that ghrunner uses, for the
+// repository or organisation of its runner. Every call is retried on 5xx,
+// on network errors and on rate limits (waiting as long as GitHub asks),
+// for as long as its context allows, and its error names the step.
+type api struct {
+	gh          *github.Client
+	owner, repo string // a repository's runner; or
+	org         string // an organisation's
+	callTimeout time.Duration
+	log         *slog.Logger
+	// retry is the backoff for 5xx and network errors.
+	retry backoff.Backoff
+}
+
+// maxBody bounds what is read of one response: a run's jobs are the
+// largest answer ghrunner asks for, well under 1 MiB at 100 per page.
+const maxBody = 8 << 20
+
+func newAPI(o *options, log *slog.Logger) *api {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = o.callTimeout
+	hc := &http.Client{Transport: limitedBodies{tr}}
+	gh := github.NewClient(hc).WithAuthToken(o.token)
+	gh.BaseURL = o.apiURL
+	gh.UserAgent = "termsig-ghrunner"
+	return &api{
+		gh: gh, owner: o.owner, repo: o.repo, org: o.org,
+		callTimeout: o.callTimeout, log: log,
+		retry: backoff.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second, Jitter: true},
+	}
+}
+
+// limitedBodies cuts every response body at maxBody bytes: a server that
+// sends more makes the call fail, never ghrunner's memory grow.
+type limitedBodies struct{ base http.RoundTripper }
+
+func (l limitedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err == nil {
+		resp.Body = &limitedBody{rc: resp.Body}
+	}
+	return resp, err
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	read int64
+}
+
+var errBodyTooLarge = fmt.Errorf("response body larger than %d bytes", maxBody)
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.read > maxBody {
+		return 0, errBodyTooLarge
+	}
+	n, err := b.rc.Read(p)
+	if b.read += int64(n); b.read > maxBody {
+		return n, errBodyTooLarge
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// call runs one API request, f, until it succeeds, fails for good, or
+// ctx ends; step names what it is for, in errors and logs. Each try gets
+// at most callTimeout. A rate limit is waited out when it ends before
+// ctx does; when it ends later, call gives up at once, saying so.
+func (a *api) call(ctx context.Context, step string, f func(context.Context) (*github.Response, error)) error {
+	b := a.retry
+	for try := 1; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+		resp, err := f(cctx)
+		cancel()
+		var accepted *github.AcceptedError
+		if err == nil || errors.As(err, &accepted) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", step, err)
+		}
+		wait, why := retryAfter(resp, err, &b)
+		if why == "" {
+			return fmt.Errorf("%s: %w", step, err)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+			return fmt.Errorf("%s: %w (%s: the next try, in %v, would be after the deadline)", step, err, why, wait.Round(time.Millisecond))
+		}
+		a.log.Warn("ghrunner: API call failed; trying again", "step", step, "try", try, "why", why, "in", wait.Round(time.Millisecond), "err", err)
+		if !backoff.Sleep(ctx, wait) {
+			return fmt.Errorf("%s: %w (given up waiting to try again: %w)", step, err, ctx.Err())
+		}
+	}
+}
+
+// rateLimitSlack is added to a rate limit's reset time, which GitHub
+// gives in whole seconds.
+const rateLimitSlack = 250 * time.Millisecond
+
+// secondaryWait is how long a secondary rate limit without Retry-After is
+// waited out: "at least one minute", GitHub's documentation says.
+const secondaryWait = time.Minute
+
+// retryAfter says how long to wait before trying a failed request again
+// and why; an empty why means not to try again.
+func retryAfter(resp *github.Response, err error, b *backoff.Backoff) (time.Duration, string) {
+	var rl *github.RateLimitError
+	var abuse *github.AbuseRateLimitError
+	var er *github.ErrorResponse
+	switch {
+	case errors.As(err, &rl):
+		return max(time.Until(rl.Rate.Reset.Time), 0) + rateLimitSlack, "rate limited"
+	case errors.As(err, &abuse):
+		if abuse.RetryAfter != nil {
+			return max(*abuse.RetryAfter, 0) + rateLimitSlack, "secondary rate limit"
+		}
+		return secondaryWait, "secondary rate limit"
+	case errors.As(err, &er) && er.Response != nil:
+		return statusRetry(er.Response, b)
+	case resp != nil && resp.Response != nil:
+		return statusRetry(resp.Response, b)
+	default: // no answer: network error, timeout, a body cut short
+		return b.Next(), "no answer"
+	}
+}
+
+// statusRetry handles an error answer that go-github did not recognise as
+// a rate limit: 429 and a 403 with Retry-After or x-ratelimit-reset are
+// one anyway; 5xx is retried with backoff; anything else is final.
+func statusRetry(r *http.Response, b *backoff.Backoff) (time.Duration, string) {
+	code := r.StatusCode
+	if code == http.StatusTooManyRequests || code == http.StatusForbidden {
+		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return time.Duration(s)*time.Second + rateLimitSlack, "rate limited"
+		}
+		if r.Header.Get("X-RateLimit-Remaining") == "0" {
+			if s, err := strconv.ParseInt(r.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+				return max(time.Until(time.Unix(s, 0)), 0) + rateLimitSlack, "rate limited"
+			}
+		}
+		if code == http.StatusTooManyRequests {
+			return max(b.Next(), time.Second), "rate limited"
+		}
+	}
+	if code >= 500 {
+		return b.Next(), "HTTP " + strconv.Itoa(code)
+	}
+	return 0, ""
+}
+
+// notFound reports whether err is GitHub's 404.
+func notFound(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound
+}
+
+// alreadyCompleted reports whether err is GitHub's 409 to a cancel of a
+// run that has completed.
+func alreadyCompleted(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict
+}
+
+// stillBusy reports whether err is GitHub's 422 to removing a runner that
+// runs a job.
+func stillBusy(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusUnprocessableEntity
+}

@@ -1,0 +1,174 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A child is a running run.sh, in a process group of its own, whose
+// standard output ghrunner copies to its own, reading from it whether the
+// runner is running a job.
+type child struct {
+	pid  int
+	done chan struct{} // closed once run.sh has exited and its output is read
+	// status is run.sh's exit status (128+N for signal N), set before done
+	// is closed.
+	status int
+
+	mu      sync.Mutex
+	busy    bool   // the listener said "Running job", and not yet that it completed
+	job     string // the job it said it runs
+	started int    // how many jobs it said it runs
+	ended   int    // how many jobs it said completed
+	changed chan struct{}
+}
+
+// maxLine is the longest output line parsed; longer ones are copied in
+// pieces and not parsed.
+const maxLine = 64 << 10
+
+// outputGrace is how long run.sh's output is read after it exits: a job's
+// process that left the group may hold the pipe open.
+const outputGrace = time.Second
+
+// startRunSh starts dir/run.sh with its output copied to out.
+func startRunSh(dir string, out io.Writer) (*child, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(dir, "run.sh"))
+	cmd.Dir = dir
+	cmd.Env = childEnv()
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("start run.sh: %w", err)
+	}
+	c := &child{pid: cmd.Process.Pid, done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		c.copyOutput(r, out)
+	}()
+	go func() {
+		err := cmd.Wait()
+		c.status = exitStatus(cmd.ProcessState, err)
+		_ = r.SetReadDeadline(time.Now().Add(outputGrace))
+		<-read
+		r.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func exitStatus(ps *os.ProcessState, err error) int {
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return exitFailed
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// copyOutput copies run.sh's output line by line to out, and follows what
+// the listener says of its jobs.
+func (c *child) copyOutput(r io.Reader, out io.Writer) {
+	br := bufio.NewReaderSize(r, maxLine)
+	long := false // inside a line longer than maxLine
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			_, _ = out.Write(line)
+			if !long {
+				c.parse(line)
+			}
+			long = errors.Is(err, bufio.ErrBufferFull)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+var (
+	runningJob = []byte("Running job: ")
+	completed  = []byte(" completed with result: ")
+)
+
+// parse follows the listener's lines "...Z: Running job: NAME" and
+// "...Z: Job NAME completed with result: RESULT".
+func (c *child) parse(line []byte) {
+	line = bytes.TrimRight(line, "\r\n")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case bytes.Contains(line, runningJob):
+		_, name, _ := bytes.Cut(line, runningJob)
+		c.busy, c.job = true, string(name)
+		c.started++
+	case bytes.Contains(line, completed) && bytes.Contains(line, []byte("Job ")):
+		c.busy, c.job = false, ""
+		c.ended++
+	default:
+		return
+	}
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// state returns whether the runner runs a job, which, and how many it
+// has completed.
+func (c *child) state() (busy bool, job string, ended int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.busy, c.job, c.ended
+}
+
+// jobsStarted returns how many jobs the runner said it took.
+func (c *child) jobsStarted() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// interrupt sends SIGINT to run.sh's process group, as Ctrl-C in its
+// terminal would: run.sh does not pass signals on, the listener takes
+// them itself.
+func (c *child) interrupt() error {
+	if c.exited() {
+		return nil
+	}
+	return syscall.Kill(-c.pid, syscall.SIGINT)
+}
+
+// kill sends SIGKILL to run.sh's process group, what is left of it.
+func (c *child) kill() { _ = syscall.Kill(-c.pid, syscall.SIGKILL) }

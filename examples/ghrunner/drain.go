@@ -1,0 +1,310 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/termsig/termsig"
+)
+
+// A drain is the cleanup after an imminent notice. It runs in a goroutine
+// of its own, so that a later notice can still bring its end forward.
+type drain struct {
+	g     *ghrunner
+	nt    termsig.Notice
+	child *child // nil when the notice came before run.sh started
+	busy  bool   // run.sh said it runs a job
+	// started is how many jobs run.sh had said it took when the drain
+	// began: one more later was taken after the API was asked.
+	started int
+	done    chan int
+
+	mu    sync.Mutex
+	end   time.Time     // all steps end by then: the deadline minus the margin
+	spare time.Duration // kept after run.sh's SIGKILL for re-running and removing
+	// endCtx ends at end, earlyCtx at end minus spare (when run.sh gets
+	// SIGKILL); their timers move when the end does.
+	endCtx, earlyCtx     context.Context
+	endTimer, earlyTimer *time.Timer
+
+	steps []step
+}
+
+// A step is one part of the cleanup, for the summary.
+type step struct {
+	name string
+	took time.Duration
+	err  error
+}
+
+// minDrain is the least time the cleanup gets, even when the deadline
+// minus the margin has passed: one API call may still make it.
+const minDrain = 2 * time.Second
+
+// maxSpare bounds the time kept for re-running and removing the
+// registration after run.sh is killed.
+const maxSpare = 10 * time.Second
+
+// clockSkew is how far GitHub's clock may be from this machine's.
+const clockSkew = 5 * time.Second
+
+var errDeadline = errors.New("the deadline minus -margin has come")
+
+func (g *ghrunner) startDrain(nt termsig.Notice) {
+	d := &drain{g: g, nt: nt, child: g.child, done: make(chan int, 1)}
+	if d.child != nil {
+		d.busy, _, _ = d.child.state()
+		d.started = d.child.jobsStarted()
+	}
+	d.end = g.endOf(nt)
+	d.spare = min(maxSpare, time.Until(d.end)/3)
+	var cancelEnd, cancelEarly context.CancelCauseFunc
+	d.endCtx, cancelEnd = context.WithCancelCause(context.Background())
+	d.earlyCtx, cancelEarly = context.WithCancelCause(d.endCtx)
+	d.endTimer = time.AfterFunc(time.Until(d.end), func() { cancelEnd(errDeadline) })
+	d.earlyTimer = time.AfterFunc(time.Until(d.end.Add(-d.spare)), func() {
+		cancelEarly(fmt.Errorf("run.sh's kill time, %v before the deadline minus -margin", d.spare))
+	})
+	g.log.Warn("ghrunner: cleanup", "end_in", time.Until(d.end).Round(time.Millisecond), "kill_in", time.Until(d.end.Add(-d.spare)).Round(time.Millisecond))
+	g.drain = d
+	go func() {
+		defer cancelEnd(nil)
+		defer d.stopTimers()
+		d.done <- d.run()
+	}()
+}
+
+// endOf is when the cleanup after nt must be done: its deadline (at most
+// -stop-timeout after it was seen; that without a deadline) minus the
+// margin, but at least minDrain from now.
+func (g *ghrunner) endOf(nt termsig.Notice) time.Time {
+	seen := nt.Observed
+	if seen.IsZero() {
+		seen = time.Now()
+	}
+	dl := seen.Add(g.o.stopTimeout)
+	if !nt.Deadline.IsZero() && nt.Deadline.Before(dl) {
+		dl = nt.Deadline
+	}
+	return later(dl.Add(-g.o.margin), time.Now().Add(minDrain))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// tighten brings the end forward for a later notice with an earlier
+// deadline (on GCE the power button comes without one, the metadata
+// server's preemption a moment later with 30 s).
+func (d *drain) tighten(nt termsig.Notice) {
+	end := d.g.endOf(nt)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !end.Before(d.end) {
+		d.g.log.Info("ghrunner: another imminent notice; the end stays", "notice", nt, "end_in", time.Until(d.end).Round(time.Millisecond))
+		return
+	}
+	d.end = end
+	d.spare = min(d.spare, time.Until(end)/3)
+	d.endTimer.Reset(time.Until(end))
+	d.earlyTimer.Reset(time.Until(end.Add(-d.spare)))
+	d.g.log.Warn("ghrunner: an earlier deadline: the cleanup's end moves forward", "notice", nt, "end_in", time.Until(end).Round(time.Millisecond))
+}
+
+func (d *drain) stopTimers() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.endTimer.Stop()
+	d.earlyTimer.Stop()
+}
+
+// do runs one step and records it.
+func (d *drain) do(name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	d.steps = append(d.steps, step{name: name, took: time.Since(start), err: err})
+	attrs := []any{"step", name, "took", time.Since(start).Round(time.Millisecond), "t", d.since()}
+	if err != nil {
+		d.g.log.Error("ghrunner: step failed", append(attrs, "err", err)...)
+	} else {
+		d.g.log.Info("ghrunner: step done", attrs...)
+	}
+	return err
+}
+
+// since is the time from the notice, for the log.
+func (d *drain) since() string {
+	return "T+" + time.Since(d.nt.Observed).Round(time.Millisecond).String()
+}
+
+// run does the cleanup and returns the exit status: 0 when every step
+// is done, 3 when the end came first.
+func (d *drain) run() int {
+	g := d.g
+	var j *jobRef
+	if g.reg != nil && d.child != nil {
+		_ = d.do("find the runner's job", func() (err error) {
+			j, err = g.api.findJob(d.earlyCtx, g.reg.ID, d.busy)
+			if err == nil {
+				g.log.Info("ghrunner: the runner's job", "job", jobOrNone(j))
+			}
+			return err
+		})
+	}
+	if j != nil {
+		_ = d.do(fmt.Sprintf("cancel run %d", j.run), func() error { return d.cancelRun(j) })
+	}
+	if d.child != nil {
+		_ = d.do("stop run.sh", d.stopChild)
+		if j == nil && g.reg != nil && d.child.jobsStarted() > d.started {
+			j = d.lateJob()
+		}
+	}
+	if j != nil {
+		d.rerun(j)
+	}
+	if g.reg != nil {
+		_ = d.do(fmt.Sprintf("remove the registration of runner %d", g.reg.ID), d.unregister)
+	}
+	return d.summary()
+}
+
+// lateJob finds and cancels the job run.sh took after the API was asked
+// whether it ran one: stopping run.sh failed it ("received a shutdown
+// signal"), and its run is to be re-run like any other.
+func (d *drain) lateJob() *jobRef {
+	g := d.g
+	var j *jobRef
+	err := d.do("find the job run.sh took meanwhile", func() (err error) {
+		j, err = g.api.recentJob(d.earlyCtx, g.reg.ID, d.nt.Observed.Add(-clockSkew))
+		if err == nil && j == nil {
+			err = errors.New("run.sh said it took a job, but GitHub shows none")
+		}
+		return err
+	})
+	if err != nil || j == nil {
+		return nil
+	}
+	g.log.Info("ghrunner: the job run.sh took meanwhile", "job", j)
+	if d.do(fmt.Sprintf("cancel run %d", j.run), func() error { return d.cancelRun(j) }) != nil {
+		return nil
+	}
+	return j
+}
+
+// cancelRun cancels j's run; one that has completed needs none.
+func (d *drain) cancelRun(j *jobRef) error {
+	err := d.g.api.cancel(d.earlyCtx, j.repo, j.run)
+	if alreadyCompleted(err) {
+		return nil
+	}
+	return err
+}
+
+func jobOrNone(j *jobRef) string {
+	if j == nil {
+		return "none"
+	}
+	return j.String()
+}
+
+// stopChild interrupts run.sh's process group and waits for run.sh to
+// exit, killing the group at the early end.
+func (d *drain) stopChild() error {
+	if err := d.child.interrupt(); err != nil {
+		d.g.log.Warn("ghrunner: cannot interrupt run.sh", "err", err)
+	}
+	select {
+	case <-d.child.done:
+		d.g.log.Info("ghrunner: run.sh exited", "status", d.child.status)
+		return nil
+	case <-d.earlyCtx.Done():
+	}
+	d.g.log.Warn("ghrunner: run.sh is still running at its kill time: SIGKILL to its process group", "pgid", d.child.pid)
+	d.child.kill()
+	select {
+	case <-d.child.done:
+		return fmt.Errorf("run.sh did not stop when interrupted; killed (status %d)", d.child.status)
+	case <-d.endCtx.Done():
+		return fmt.Errorf("run.sh did not exit even when killed: %w", context.Cause(d.endCtx))
+	}
+}
+
+// rerun waits for j's run to complete and re-runs it.
+func (d *drain) rerun(j *jobRef) {
+	g := d.g
+	if d.do(fmt.Sprintf("wait for run %d to complete", j.run), func() error { return g.waitCompleted(d.earlyCtx, j) }) != nil {
+		d.steps = append(d.steps, step{name: fmt.Sprintf("re-run run %d", j.run), err: errors.New("not tried: the run has not completed")})
+		return
+	}
+	_ = d.do(fmt.Sprintf("re-run run %d", j.run), func() error {
+		err := g.api.rerun(d.endCtx, j.repo, j.run, g.o.rerunAll)
+		if err == nil {
+			g.log.Info("ghrunner: re-run requested", "job", j, "rerun", rerunWhat(g.o.rerunAll), "new_attempt", j.attempt+1)
+		}
+		return err
+	})
+}
+
+// unregister removes the registration; while GitHub still counts the
+// runner busy (its job ending) it is tried again every -poll.
+func (d *drain) unregister() error {
+	g := d.g
+	for {
+		gone, err := g.api.removeRunner(d.endCtx, g.reg.ID)
+		if err == nil {
+			if gone {
+				g.log.Info("ghrunner: the registration was gone already", "runner_id", g.reg.ID)
+			}
+			return nil
+		}
+		if !stillBusy(err) {
+			return err
+		}
+		g.log.Info("ghrunner: GitHub still counts the runner busy; trying again", "runner_id", g.reg.ID, "in", g.o.poll)
+		select {
+		case <-time.After(g.o.poll):
+		case <-d.endCtx.Done():
+			return fmt.Errorf("%w (%w)", err, context.Cause(d.endCtx))
+		}
+	}
+}
+
+// summary logs the steps and returns the exit status.
+func (d *drain) summary() int {
+	var failed []string
+	for _, s := range d.steps {
+		if s.err != nil {
+			failed = append(failed, s.name+": "+s.err.Error())
+		}
+	}
+	d.release()
+	if len(failed) == 0 {
+		d.g.log.Info("ghrunner: cleanup done", "t", d.since(), "steps", len(d.steps))
+		return exitOK
+	}
+	d.g.log.Error("ghrunner: cleanup unfinished", "t", d.since(), "unfinished", strings.Join(failed, "; "))
+	return exitDeadline
+}
+
+// release tells the notice's source that ghrunner is done (logind's
+// delay lock lets the shutdown go on at once).
+func (d *drain) release() {
+	if d.g.release == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := d.g.release(ctx, d.nt); err != nil {
+		d.g.log.Warn("ghrunner: release", "notice", d.nt, "err", err)
+	}
+}

@@ -1,0 +1,83 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/termsig/termsig/examples/ghrunner/internal/ghfake"
+	"github.com/termsig/termsig/internal/timing"
+)
+
+// apiLatency is what every call to the fake GitHub costs in the
+// measurements: a round trip to api.github.com from a cloud region.
+const apiLatency = 50 * time.Millisecond
+
+// BenchmarkNoticeToCleanup measures, with apiLatency per API call, the
+// time from a spot interruption appearing in IMDS, and from ghrunner's
+// notice, to the re-run requested and to the registration removed, a job
+// running. Each iteration is a fresh fake GitHub, IMDS and ghrunner. Run
+// with -benchtime 10x; GHRUNNER_BENCH_ARGS adds flags (say "-poll 200ms").
+func BenchmarkNoticeToCleanup(b *testing.B) {
+	var flipRerun, flipDelete, noticeRerun, noticeDelete []time.Duration
+	calls := 0
+	extra := strings.Fields(os.Getenv("GHRUNNER_BENCH_ARGS"))
+	for range b.N {
+		w := newWorld(b, apiLatency)
+		p := w.start(append([]string{"-poll", "1s", "-imds-interval", "1s"}, extra...)...)
+		r := w.onlineRunner("spot-1")
+		run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "build"}}})
+		w.runningOn(run, r.ID)
+		before := len(w.gh.Calls())
+		flip := time.Now()
+		w.md.SetInterruption("terminate", flip.Add(2*time.Minute))
+		if st := p.exit(); st != exitOK {
+			b.Fatalf("exit status %d", st)
+		}
+		rerun := w.calls("POST", "/rerun-failed-jobs")
+		del := w.calls("DELETE", fmt.Sprintf("/actions/runners/%d", r.ID))
+		if len(rerun) != 1 || len(del) == 0 {
+			b.Fatalf("%d re-runs, %d removals", len(rerun), len(del))
+		}
+		seen := noticeTime(b, p)
+		flipRerun = append(flipRerun, rerun[0].At.Sub(flip))
+		flipDelete = append(flipDelete, del[len(del)-1].At.Sub(flip))
+		noticeRerun = append(noticeRerun, rerun[0].At.Sub(seen))
+		noticeDelete = append(noticeDelete, del[len(del)-1].At.Sub(seen))
+		calls += len(w.gh.Calls()) - before
+	}
+	b.StopTimer()
+	report(b, "flip→rerun", flipRerun)
+	report(b, "flip→deleted", flipDelete)
+	report(b, "notice→rerun", noticeRerun)
+	report(b, "notice→deleted", noticeDelete)
+	b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+}
+
+// noticeTime is when ghrunner logged the imminent notice.
+func noticeTime(b *testing.B, p *proc) time.Time {
+	for _, line := range p.stderr.lines() {
+		var rec struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, "imminent notice") {
+			return rec.Time
+		}
+	}
+	b.Fatal("no notice in the log")
+	return time.Time{}
+}
+
+func report(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(timing.Percentile(d, 50)), name+"-p50-ms")
+	b.ReportMetric(ms(d[len(d)-1]), name+"-max-ms")
+}
