@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 // A drain is the cleanup after an imminent notice. It runs in a goroutine
@@ -33,7 +34,8 @@ type drain struct {
 	endCtx, earlyCtx     context.Context
 	endTimer, earlyTimer *time.Timer
 
-	steps []step
+	stepsMu sync.Mutex
+	steps   []step
 }
 
 // A step is one part of the cleanup, for the summary.
@@ -131,7 +133,7 @@ func (d *drain) stopTimers() {
 func (d *drain) do(name string, f func() error) error {
 	start := time.Now()
 	err := f()
-	d.steps = append(d.steps, step{name: name, took: time.Since(start), err: err})
+	d.record(step{name: name, took: time.Since(start), err: err})
 	attrs := []any{"step", name, "took", time.Since(start).Round(time.Millisecond), "t", d.since()}
 	if err != nil {
 		d.g.log.Error("ghrunner: step failed", append(attrs, "err", err)...)
@@ -141,25 +143,24 @@ func (d *drain) do(name string, f func() error) error {
 	return err
 }
 
+func (d *drain) record(s step) {
+	d.stepsMu.Lock()
+	defer d.stepsMu.Unlock()
+	d.steps = append(d.steps, s)
+}
+
 // since is the time from the notice, for the log.
 func (d *drain) since() string {
 	return "T+" + time.Since(d.nt.Observed).Round(time.Millisecond).String()
 }
 
 // run does the cleanup and returns the exit status: 0 when every step
-// is done, 3 when the end came first.
+// is done, 3 when the end came first. Once run.sh has stopped, the
+// registration is removed while the run is waited for and re-run: a run
+// slow to complete does not hold up the unregistering.
 func (d *drain) run() int {
 	g := d.g
-	var j *jobRef
-	if g.reg != nil && d.child != nil {
-		_ = d.do("find the runner's job", func() (err error) {
-			j, err = g.api.findJob(d.earlyCtx, g.reg.ID, d.busy)
-			if err == nil {
-				g.log.Info("ghrunner: the runner's job", "job", jobOrNone(j))
-			}
-			return err
-		})
-	}
+	j := d.findJob()
 	if j != nil {
 		_ = d.do(fmt.Sprintf("cancel run %d", j.run), func() error { return d.cancelRun(j) })
 	}
@@ -169,13 +170,37 @@ func (d *drain) run() int {
 			j = d.lateJob()
 		}
 	}
+	var wg sync.WaitGroup
+	if g.reg != nil {
+		wg.Go(func() { _ = d.do(fmt.Sprintf("remove the registration of runner %d", g.reg.ID), d.unregister) })
+	}
 	if j != nil {
 		d.rerun(j)
 	}
-	if g.reg != nil {
-		_ = d.do(fmt.Sprintf("remove the registration of runner %d", g.reg.ID), d.unregister)
-	}
+	wg.Wait()
 	return d.summary()
+}
+
+// findJob returns the job run.sh runs: the one looked up when it started,
+// or else what the API says now.
+func (d *drain) findJob() *jobRef {
+	g := d.g
+	if g.reg == nil || d.child == nil {
+		return nil
+	}
+	if j := g.known.get(d.child, d.started); j != nil && d.busy {
+		g.log.Info("ghrunner: the runner's job, looked up when it started", "job", j)
+		return j
+	}
+	var j *jobRef
+	_ = d.do("find the runner's job", func() (err error) {
+		j, err = g.api.findJob(d.earlyCtx, g.reg.ID, d.busy)
+		if err == nil {
+			g.log.Info("ghrunner: the runner's job", "job", jobOrNone(j))
+		}
+		return err
+	})
+	return j
 }
 
 // lateJob finds and cancels the job run.sh took after the API was asked
@@ -243,7 +268,7 @@ func (d *drain) stopChild() error {
 func (d *drain) rerun(j *jobRef) {
 	g := d.g
 	if d.do(fmt.Sprintf("wait for run %d to complete", j.run), func() error { return g.waitCompleted(d.earlyCtx, j) }) != nil {
-		d.steps = append(d.steps, step{name: fmt.Sprintf("re-run run %d", j.run), err: errors.New("not tried: the run has not completed")})
+		d.record(step{name: fmt.Sprintf("re-run run %d", j.run), err: errors.New("not tried: the run has not completed")})
 		return
 	}
 	_ = d.do(fmt.Sprintf("re-run run %d", j.run), func() error {
@@ -256,9 +281,11 @@ func (d *drain) rerun(j *jobRef) {
 }
 
 // unregister removes the registration; while GitHub still counts the
-// runner busy (its job ending) it is tried again every -poll.
+// runner busy (its job ending) it is tried again, from 100 ms up to every
+// -poll.
 func (d *drain) unregister() error {
 	g := d.g
+	b := backoff.Backoff{Base: 100 * time.Millisecond, Max: g.o.poll}
 	for {
 		gone, err := g.api.removeRunner(d.endCtx, g.reg.ID)
 		if err == nil {
@@ -270,10 +297,9 @@ func (d *drain) unregister() error {
 		if !stillBusy(err) {
 			return err
 		}
-		g.log.Info("ghrunner: GitHub still counts the runner busy; trying again", "runner_id", g.reg.ID, "in", g.o.poll)
-		select {
-		case <-time.After(g.o.poll):
-		case <-d.endCtx.Done():
+		wait := b.Next()
+		g.log.Info("ghrunner: GitHub still counts the runner busy; trying again", "runner_id", g.reg.ID, "in", wait)
+		if !backoff.Sleep(d.endCtx, wait) {
 			return fmt.Errorf("%w (%w)", err, context.Cause(d.endCtx))
 		}
 	}
@@ -281,6 +307,8 @@ func (d *drain) unregister() error {
 
 // summary logs the steps and returns the exit status.
 func (d *drain) summary() int {
+	d.stepsMu.Lock()
+	defer d.stepsMu.Unlock()
 	var failed []string
 	for _, s := range d.steps {
 		if s.err != nil {

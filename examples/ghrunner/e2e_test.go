@@ -57,7 +57,7 @@ func (w *world) checkCleanedUp(p *proc, r ghfake.Runner, run int64) {
 	require.Len(w.t, rerun, 1)
 	require.NotEmpty(w.t, del)
 	assert.True(w.t, cancel[0].At.Before(rerun[0].At), "cancel, then re-run")
-	assert.True(w.t, rerun[0].At.Before(del[len(del)-1].At), "re-run, then unregister")
+	assert.True(w.t, cancel[0].At.Before(del[len(del)-1].At), "cancel, then unregister")
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -287,4 +287,17 @@ func requireAccepted(t *testing.T, err error) {
 	if err != nil && !errors.As(err, &accepted) {
 		t.Fatal(err)
 	}
+}
+
+func TestJobLookedUpWhenItStartsSavesTheSearch(t *testing.T) {
+	w := newWorld(t, 0)
+	p, r, run := w.startWithJob()
+	p.logLine("the runner runs")
+	searches := len(w.calls("GET", "/jobs"))
+	// Listing jobs now would fail: the cleanup must not need to.
+	w.gh.Inject(ghfake.Fault{Method: "GET", Path: "/jobs", Status: 500})
+	w.md.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+	w.checkCleanedUp(p, r, run)
+	assert.Len(t, w.calls("GET", "/jobs"), searches, "no search after the notice")
+	p.logLine("looked up when it started")
 }

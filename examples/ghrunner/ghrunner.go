@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/termsig/termsig"
@@ -29,6 +30,10 @@ type ghrunner struct {
 	restarting bool        // run.sh was interrupted to be started again
 	reloadKill *time.Timer // SIGKILL for a run.sh that does not stop for a restart
 	drain      *drain      // the cleanup, once an imminent notice came
+
+	known     knownJob // the job run.sh runs, looked up when it started
+	lookedUp  *child   // the run.sh and its job count last looked up
+	lookedUpN int
 }
 
 var errSetupTimeout = errors.New("-setup-timeout passed")
@@ -48,6 +53,10 @@ func (g *ghrunner) run() int {
 	}
 	g.reloadKill = stoppedTimer()
 	defer g.reloadKill.Stop()
+	lookups, stopLookups := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopLookups()
 	for {
 		var drained chan int
 		if g.drain != nil {
@@ -62,6 +71,7 @@ func (g *ghrunner) run() int {
 			g.notice(nt)
 		case <-g.child.changed:
 			g.maybeRestart()
+			g.lookUpJob(lookups, &wg)
 		case <-g.childDone():
 			if code, end := g.childExited(); end {
 				return code

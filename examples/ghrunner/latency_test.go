@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -22,19 +23,39 @@ const apiLatency = 50 * time.Millisecond
 // BenchmarkNoticeToCleanup measures, with apiLatency per API call, the
 // time from a spot interruption appearing in IMDS, and from ghrunner's
 // notice, to the re-run requested and to the registration removed, a job
-// running. Each iteration is a fresh fake GitHub, IMDS and ghrunner. Run
+// running. The interruption is posted at a random phase of the IMDS poll.
+// Each iteration is a fresh fake GitHub, IMDS and ghrunner. Run
 // with -benchtime 10x; GHRUNNER_BENCH_ARGS adds flags (say "-poll 200ms").
+//
+// In "looked-up" the job was looked up when it started, as it is when a
+// job has run for more than a moment; in "search" that lookup failed, and
+// the cleanup searches for the job (two calls more).
 func BenchmarkNoticeToCleanup(b *testing.B) {
-	var flipRerun, flipDelete, noticeRerun, noticeDelete []time.Duration
+	b.Run("looked-up", func(b *testing.B) { benchCleanup(b, false) })
+	b.Run("search", func(b *testing.B) { benchCleanup(b, true) })
+}
+
+func benchCleanup(b *testing.B, search bool) {
+	var flipNotice, flipRerun, flipDelete, noticeRerun, noticeDelete []time.Duration
 	calls := 0
 	extra := strings.Fields(os.Getenv("GHRUNNER_BENCH_ARGS"))
 	for range b.N {
 		w := newWorld(b, apiLatency)
 		p := w.start(append([]string{"-poll", "1s", "-imds-interval", "1s"}, extra...)...)
 		r := w.onlineRunner("spot-1")
+		if search {
+			w.gh.Inject(ghfake.Fault{Method: "GET", Path: "/jobs", Times: 1, Status: 404})
+		}
 		run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "build"}}})
 		w.runningOn(run, r.ID)
+		if search {
+			p.logLine("cannot look up the job")
+		} else {
+			p.logLine("the runner runs")
+		}
 		before := len(w.gh.Calls())
+		// At a random phase of the IMDS poll, as a real interruption comes.
+		time.Sleep(rand.N(interval(extra)))
 		flip := time.Now()
 		w.md.SetInterruption("terminate", flip.Add(2*time.Minute))
 		if st := p.exit(); st != exitOK {
@@ -46,6 +67,7 @@ func BenchmarkNoticeToCleanup(b *testing.B) {
 			b.Fatalf("%d re-runs, %d removals", len(rerun), len(del))
 		}
 		seen := noticeTime(b, p)
+		flipNotice = append(flipNotice, seen.Sub(flip))
 		flipRerun = append(flipRerun, rerun[0].At.Sub(flip))
 		flipDelete = append(flipDelete, del[len(del)-1].At.Sub(flip))
 		noticeRerun = append(noticeRerun, rerun[0].At.Sub(seen))
@@ -53,11 +75,25 @@ func BenchmarkNoticeToCleanup(b *testing.B) {
 		calls += len(w.gh.Calls()) - before
 	}
 	b.StopTimer()
+	report(b, "flip→notice", flipNotice)
 	report(b, "flip→rerun", flipRerun)
 	report(b, "flip→deleted", flipDelete)
 	report(b, "notice→rerun", noticeRerun)
 	report(b, "notice→deleted", noticeDelete)
 	b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+}
+
+// interval is the -imds-interval in args, the last one given.
+func interval(args []string) time.Duration {
+	d := time.Second
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-imds-interval" {
+			if v, err := time.ParseDuration(args[i+1]); err == nil {
+				d = v
+			}
+		}
+	}
+	return d
 }
 
 // noticeTime is when ghrunner logged the imminent notice.
