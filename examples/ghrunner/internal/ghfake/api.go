@@ -23,7 +23,8 @@ func (s *Server) apiRoutes() *http.ServeMux {
 	m.HandleFunc("GET "+repo+"/actions/runs", s.listRuns)
 	m.HandleFunc("GET "+repo+"/actions/runs/{id}", s.getRun)
 	m.HandleFunc("GET "+repo+"/actions/runs/{id}/jobs", s.listJobs)
-	m.HandleFunc("POST "+repo+"/actions/runs/{id}/cancel", s.cancelRun)
+	m.HandleFunc("POST "+repo+"/actions/runs/{id}/cancel", s.cancelRun(false))
+	m.HandleFunc("POST "+repo+"/actions/runs/{id}/force-cancel", s.cancelRun(true))
 	m.HandleFunc("POST "+repo+"/actions/runs/{id}/rerun-failed-jobs", s.rerun(false))
 	m.HandleFunc("POST "+repo+"/actions/runs/{id}/rerun", s.rerun(true))
 	m.HandleFunc("GET "+repo+"/actions/jobs/{id}", s.getJob)
@@ -215,19 +216,25 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, jobsJSON{TotalCount: len(out), Jobs: out[lo:hi]})
 }
 
-func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rn := s.repoRunLocked(r)
-	switch {
-	case rn == nil:
-		notFound(w, r)
-	case !s.cancelLocked(rn):
-		writeAPIError(w, http.StatusConflict, "Cannot cancel a workflow run that is completed.",
-			"https://docs.github.com/rest/actions/workflow-runs#cancel-a-workflow-run")
-	default:
-		s.notifyLocked()
-		writeJSON(w, http.StatusAccepted, struct{}{})
+// cancelRun returns the handler of cancel, or of force-cancel if force.
+func (s *Server) cancelRun(force bool) http.HandlerFunc {
+	cancel, doc := s.cancelLocked, "https://docs.github.com/rest/actions/workflow-runs#cancel-a-workflow-run"
+	if force {
+		cancel, doc = s.forceCancelLocked, "https://docs.github.com/rest/actions/workflow-runs#force-cancel-a-workflow-run"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rn := s.repoRunLocked(r)
+		switch {
+		case rn == nil:
+			notFound(w, r)
+		case !cancel(rn):
+			writeAPIError(w, http.StatusConflict, "Cannot cancel a workflow run that is completed.", doc)
+		default:
+			s.notifyLocked()
+			writeJSON(w, http.StatusAccepted, struct{}{})
+		}
 	}
 }
 
@@ -293,8 +300,37 @@ func (s *Server) annotations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out[lo:hi])
 }
 
+// repoSorts are the orders that GET orgs/{org}/repos takes as sort,
+// ascending.
+var repoSorts = map[string]func(a, b *repo) int{
+	"created": func(a, b *repo) int { return a.created.compare(b.created) },
+	"updated": func(a, b *repo) int { return a.updated.compare(b.updated) },
+	"pushed":  func(a, b *repo) int { return a.pushed.compare(b.pushed) },
+	"full_name": func(a, b *repo) int {
+		return cmp.Or(cmp.Compare(key(a.fullName()), key(b.fullName())), cmp.Compare(a.id, b.id))
+	},
+}
+
+// orgRepos lists an organisation's repositories as GitHub does: by sort
+// (created, the default; updated; pushed; full_name) in direction (desc
+// by default, asc for full_name).
 func (s *Server) orgRepos(w http.ResponseWriter, r *http.Request) {
-	org := r.PathValue("org")
+	org, q := r.PathValue("org"), r.URL.Query()
+	sort := cmp.Or(q.Get("sort"), "created")
+	by, ok := repoSorts[sort]
+	dir := q.Get("direction")
+	if dir == "" {
+		dir = "desc"
+		if sort == "full_name" {
+			dir = "asc"
+		}
+	}
+	if !ok || (dir != "asc" && dir != "desc") {
+		writeAPIError(w, http.StatusUnprocessableEntity,
+			"Invalid request.\n\nsort must be one of: created, updated, pushed, full_name; direction one of: asc, desc.",
+			"https://docs.github.com/rest/repos/repos#list-organization-repositories")
+		return
+	}
 	s.mu.Lock()
 	var repos []*repo
 	for _, rp := range s.repos {
@@ -302,12 +338,10 @@ func (s *Server) orgRepos(w http.ResponseWriter, r *http.Request) {
 			repos = append(repos, rp)
 		}
 	}
-	slices.SortFunc(repos, func(a, b *repo) int {
-		if c := b.updated.Compare(a.updated); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.id, a.id)
-	})
+	slices.SortFunc(repos, by)
+	if dir == "desc" {
+		slices.Reverse(repos)
+	}
 	out := []repoJSON{}
 	for _, rp := range repos {
 		out = append(out, s.repoJSON(rp))

@@ -32,7 +32,7 @@ import (
 func Main(role string, args []string) int {
 	switch role {
 	case RoleConfig:
-		return configure(".", args, os.Stdout)
+		return configure(".", args, os.Environ(), os.Stdout)
 	case RoleListener:
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -44,70 +44,32 @@ func Main(role string, args []string) int {
 
 // Files the runner keeps its registration in, as actions/runner does.
 const (
-	runnerFile      = ".runner"
-	credentialsFile = ".credentials"
-	rsaParamsFile   = ".credentials_rsaparams"
+	runnerFile         = ".runner"
+	migratedRunnerFile = ".runner_migrated"
+	credentialsFile    = ".credentials"
+	rsaParamsFile      = ".credentials_rsaparams"
 )
 
 // bom starts the runner's JSON files, which .NET writes in UTF-8 with a
 // byte order mark.
 const bom = "\ufeff"
 
-// configArgs are config.sh's arguments.
-type configArgs struct {
-	command                        string // "" to configure
-	url, token, name, labels, work string
-	unattended, replace, ephemeral bool
-}
-
-// parseConfigArgs parses config.sh's arguments as the real one does:
-// --flag value, --switch, and an optional command first.
-func parseConfigArgs(args []string) (configArgs, error) {
-	a := configArgs{work: "_work"}
-	values := map[string]*string{
-		"url": &a.url, "token": &a.token, "name": &a.name, "labels": &a.labels, "work": &a.work,
-		"runnergroup": new(string),
-	}
-	switches := map[string]*bool{
-		"unattended": &a.unattended, "replace": &a.replace, "ephemeral": &a.ephemeral,
-		"disableupdate": new(bool),
-	}
-	for i := 0; i < len(args); i++ {
-		name, isFlag := strings.CutPrefix(args[i], "--")
-		name = strings.ToLower(name)
-		switch {
-		case !isFlag && i == 0 && !strings.HasPrefix(args[i], "-"):
-			a.command = args[i]
-		case values[name] != nil && isFlag:
-			if i+1 == len(args) {
-				return a, runnerMsgf("Missing value for command-line argument '%s'.", args[i])
-			}
-			i++
-			*values[name] = args[i]
-		case switches[name] != nil && isFlag:
-			*switches[name] = true
-		default:
-			return a, runnerMsgf("Unrecognized command-line input arguments: '%s'. "+
-				"For usage refer to: .\\config.cmd --help or ./config.sh --help", args[i])
-		}
-	}
-	return a, nil
-}
-
 // configure is config.sh: it registers the runner in dir with the server
-// and writes .runner and .credentials.
-func configure(dir string, args []string, out io.Writer) int {
-	a, err := parseConfigArgs(args)
-	if err != nil {
-		fmt.Fprintln(out, err)
-		return 1
+// and writes .runner and .credentials. It takes the options that args
+// lack from environ (KEY=VALUE entries; see [InputEnvPrefix]), and warns
+// about the options it does not know, and goes on, as the real one does.
+func configure(dir string, args, environ []string, out io.Writer) int {
+	a := parseConfigArgs(args, environ)
+	if len(a.unknown) > 0 {
+		fmt.Fprintf(out, "Unrecognized command-line input arguments: '%s'. "+
+			"For usage refer to: .\\config.cmd --help or ./config.sh --help\n", strings.Join(a.unknown, ", "))
 	}
-	if a.command != "" {
-		fmt.Fprintf(out, "ghfake: 'config.sh %s' is not implemented: remove %s and %s instead\n", a.command, runnerFile, credentialsFile)
+	if a.removing() {
+		fmt.Fprintf(out, "ghfake: 'config.sh remove' is not implemented: remove %s and %s instead\n", runnerFile, credentialsFile)
 		return 1
 	}
 	fmt.Fprint(out, banner)
-	if _, err := os.Stat(filepath.Join(dir, runnerFile)); !errors.Is(err, fs.ErrNotExist) {
+	if configured(dir) {
 		fmt.Fprintln(out, "Cannot configure the runner because it is already configured. "+
 			"To reconfigure the runner, run 'config.cmd remove' or './config.sh remove' first.")
 		return 1
@@ -134,6 +96,19 @@ func configure(dir string, args []string, out io.Writer) int {
 		return 1
 	}
 	return saveConfig(dir, root, a, reg, out)
+}
+
+// configured reports whether the runner in dir is configured, as the real
+// config.sh sees it: .runner or .runner_migrated (which a runner that
+// GitHub migrated keeps) is there. A file that cannot be looked at counts
+// as there.
+func configured(dir string) bool {
+	for _, name := range []string{runnerFile, migratedRunnerFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // banner is what config.sh prints first.
@@ -284,8 +259,11 @@ func answerError(resp *http.Response) error {
 	if json.Unmarshal(b, &e) != nil || e.Message == "" {
 		e.Message = strings.TrimSpace(string(b))
 	}
-	if resp.StatusCode == http.StatusForbidden {
+	switch resp.StatusCode {
+	case http.StatusForbidden:
 		return &deniedError{msg: e.Message}
+	case http.StatusConflict:
+		return &conflictError{msg: e.Message}
 	}
 	return fmt.Errorf("%s: %s", resp.Status, e.Message)
 }
@@ -295,6 +273,12 @@ func answerError(resp *http.Response) error {
 type deniedError struct{ msg string }
 
 func (e *deniedError) Error() string { return "access denied: " + e.msg }
+
+// A conflictError is the server's refusal of a second session for a
+// runner whose listener holds one.
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
 
 // A runnerMsg is an error whose text is the real runner's message, word
 // for word (capitals and full stop included).

@@ -36,12 +36,21 @@
 //   - GET repos/{owner}/{repo}/actions/runs (?status=, newest first),
 //     GET .../runs/{id}, GET .../runs/{id}/jobs (?filter=latest|all),
 //     GET repos/{owner}/{repo}/actions/jobs/{id};
-//   - POST .../runs/{id}/cancel (202; 409 once completed),
-//     POST .../runs/{id}/rerun-failed-jobs and .../runs/{id}/rerun (201;
+//   - POST .../runs/{id}/cancel (202; 409 once completed): queued jobs
+//     are cancelled at once, running ones once their listener has
+//     stopped them;
+//   - POST .../runs/{id}/force-cancel (202; 409 once completed): every job
+//     that has not completed is cancelled at once, its runner there or
+//     not, and the run completes, cancelled (see [Run.ForceCancelled]);
+//   - POST .../runs/{id}/rerun-failed-jobs and .../runs/{id}/rerun (201;
 //     403 "cannot be retried" while the run is not completed, or for
 //     rerun-failed-jobs when nothing failed);
-//   - GET orgs/{org}/repos: the organisation's repositories that have runs,
-//     newest activity first;
+//   - GET orgs/{org}/repos: the organisation's repositories that the
+//     server knows (those with runs or pushes), ordered by ?sort=created
+//     (the default), updated, pushed or full_name, in ?direction=desc
+//     (the default; asc for full_name) or asc. A repository's created_at
+//     and pushed_at are when it was first seen; [Server.Push] moves its
+//     pushed_at and updated_at, and runs change neither;
 //   - GET repos/{owner}/{repo}/check-runs/{id}/annotations: a job's
 //     annotations (a job's check run has the job's id).
 //
@@ -55,9 +64,12 @@
 // A queued job goes to an idle runner whose listener is connected, whose
 // labels include all of the job's, and whose scope covers the job's
 // repository (an organisation's runner takes jobs of any of its
-// repositories, a repository's runner only of its own). A job ends when its
-// [JobSpec.Duration] has passed, when its run is cancelled, or when its
-// listener is stopped (SIGINT or SIGTERM). A listener that dies without a
+// repositories, a repository's runner only of its own); an ephemeral
+// runner takes one job only. A job ends when its [JobSpec.Duration] has
+// passed, when its run is cancelled or force-cancelled, or when its
+// listener is stopped (SIGINT or SIGTERM): the listener then says
+// "Canceled", while GitHub records a failure with [ShutdownMessage]
+// unless the run was being cancelled. A listener that dies without a
 // word (SIGKILL) leaves its runner offline but busy and its job in
 // progress, as on GitHub, until [Server.LoseRunner] does what GitHub does
 // some ten minutes later.
@@ -67,11 +79,19 @@
 // [WriteRunnerDir] writes config.sh, run.sh and run-helper.sh, laid out
 // like actions/runner's, that run a test binary in the role [RoleConfig]
 // or [RoleListener]. config.sh registers the runner with a registration
-// token and writes .runner and .credentials as the real one does; run.sh
+// token and writes .runner and .credentials as the real one does; like
+// it, it takes an option missing from its command line from the
+// environment (ACTIONS_RUNNER_INPUT_TOKEN for --token; see
+// [InputEnvPrefix]), warns about options it does not know and goes on,
+// and refuses to run while .runner or .runner_migrated is there. run.sh
 // runs the listener, which prints what the real one prints ("Listening for
 // Jobs", "Running job: NAME", "Job NAME completed with result: RESULT") and
 // talks to the server over private endpoints under /_fake/, which take no
-// latency or faults and are not recorded as calls.
+// latency or faults and are not recorded as calls. The listener exits 0
+// when stopped, 1 on an error a restart would not cure, and 5 when
+// another listener holds the runner's session; run-helper.sh says what
+// that means as the real one does, and run.sh exits 0 (unless a signal
+// kills it), as the real one does, whatever the listener's status.
 //
 // # Faults
 //

@@ -210,8 +210,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 
 // openSession starts a session for the request's runner, which is then
 // online. The query's job, if any, is the job the listener still runs
-// after it lost its connection: if its run was cancelled meanwhile, the
-// listener is told again.
+// after it lost its connection: if its run was cancelled meanwhile, or
+// the job ended without it (force-cancelled, or lost), the listener is
+// told to cancel it, before it is given a new job.
 func (s *Server) openSession(r *http.Request) (*session, int, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,7 +226,7 @@ func (s *Server) openSession(r *http.Request) (*session, int, string) {
 	ss := newSession(rn.id)
 	rn.sess, rn.online = ss, true
 	jobID, _ := strconv.ParseInt(r.URL.Query().Get("job"), 10, 64)
-	if j := s.jobs[jobID]; j != nil && j.runnerID == rn.id && j.status == StatusInProgress && j.run.cancelling {
+	if j := s.jobs[jobID]; j != nil && j.runnerID == rn.id && (j.status == StatusCompleted || j.run.cancelling) {
 		ss.push(event{Type: eventCancel, JobID: j.id})
 	}
 	s.dispatchLocked()
@@ -290,11 +291,15 @@ func (s *Server) handleComplete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found", docREST)
 	case !ok:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("ghfake: unknown result %q", req.Result), docREST)
-	case j.status != StatusInProgress: // ended meanwhile, by LoseRunner
+	case j.status != StatusInProgress: // ended meanwhile, by LoseRunner or a force-cancel
+		if rn.ephemeral { // GitHub removes an ephemeral runner after its job
+			s.deleteRunnerLocked(rn)
+			s.notifyLocked()
+		}
 		writeFakeJSON(w, http.StatusConflict, completeResponse{Conclusion: j.conclusion})
 	default:
 		s.completeJobLocked(j, conclusion, annotation)
-		if rn.ephemeral { // GitHub removes an ephemeral runner after its job
+		if rn.ephemeral {
 			s.deleteRunnerLocked(rn)
 		}
 		s.dispatchLocked()

@@ -314,7 +314,7 @@ func TestLostJobAnnotationsAndOrgRepos(t *testing.T) {
 	repos, _, err := gh.Repositories.ListByOrg(ctx, "acme", &github.RepositoryListByOrgOptions{Sort: "updated"})
 	require.NoError(t, err)
 	require.Len(t, repos, 2)
-	assert.Equal(t, []string{"acme/lib", "acme/app"}, []string{repos[0].GetFullName(), repos[1].GetFullName()}, "newest activity first")
+	assert.Equal(t, []string{"acme/lib", "acme/app"}, []string{repos[0].GetFullName(), repos[1].GetFullName()}, "newest first")
 }
 
 // listRunners lists acme/app's runners.

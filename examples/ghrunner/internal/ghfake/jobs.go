@@ -62,7 +62,8 @@ func (s *Server) repoLocked(full string) *repo {
 	}
 	owner, name, _ := strings.Cut(full, "/")
 	s.next.repo++
-	rp := &repo{id: s.next.repo, owner: owner, name: name, updated: time.Now()}
+	now := s.nowLocked()
+	rp := &repo{id: s.next.repo, owner: owner, name: name, created: now, updated: now, pushed: now}
 	s.repos[key(full)] = rp
 	return rp
 }
@@ -98,7 +99,6 @@ func (s *Server) newRunLocked(full string, spec RunSpec) *run {
 		s.queueLocked(j, 1)
 	}
 	s.runs = append(s.runs, rn)
-	rp.updated = now
 	return rn
 }
 
@@ -124,7 +124,7 @@ func (s *Server) runLocked(id int64) *run {
 func (s *Server) dispatchLocked() {
 	var idle []*runner
 	for _, r := range s.sortedRunnersLocked() {
-		if r.sess != nil && r.online && !r.busy {
+		if r.sess != nil && r.online && !r.busy && !r.spent {
 			idle = append(idle, r)
 		}
 	}
@@ -159,7 +159,7 @@ func (r *runner) canRun(j *job) bool {
 // assignLocked starts j on r and tells r's listener.
 func (s *Server) assignLocked(j *job, r *runner) {
 	j.status, j.started, j.runnerID, j.runnerName = StatusInProgress, time.Now(), r.id, r.name
-	r.busy = true
+	r.busy, r.spent = true, r.ephemeral // an ephemeral runner takes one job, ever
 	s.updateRunLocked(j.run)
 	r.sess.push(event{Type: eventJob, Job: &jobEvent{
 		ID: j.id, RunID: j.run.id, Repo: j.run.repo.fullName(), Name: j.name,
@@ -186,7 +186,7 @@ func (s *Server) completeJobLocked(j *job, conclusion, annotation string) {
 // requeueLocked puts j, which its runner never started, back in the queue.
 func (s *Server) requeueLocked(j *job) {
 	if r := s.runners[j.runnerID]; r != nil {
-		r.busy = false
+		r.busy, r.spent = false, false
 	}
 	j.status, j.runnerID, j.runnerName, j.started = StatusQueued, 0, "", time.Time{}
 	s.updateRunLocked(j.run)
@@ -196,8 +196,7 @@ func (s *Server) requeueLocked(j *job) {
 // has completed when all of its jobs have, and is in progress once one of
 // the current attempt's has started.
 func (s *Server) updateRunLocked(rn *run) {
-	now := time.Now()
-	rn.updated, rn.repo.updated = now, now
+	rn.updated = time.Now()
 	done, started := true, false
 	for _, j := range rn.latest() {
 		done = done && j.status == StatusCompleted
@@ -250,6 +249,30 @@ func (s *Server) cancelLocked(rn *run) bool {
 		}
 	}
 	s.updateRunLocked(rn)
+	return true
+}
+
+// forceCancelLocked force-cancels a run, as GitHub's force-cancel does:
+// every job of it that has not completed is cancelled at once, whether
+// its runner is there or not (a connected listener is told), and its
+// runner is free; the run completes, cancelled. It reports false if the
+// run has completed.
+func (s *Server) forceCancelLocked(rn *run) bool {
+	if rn.status == StatusCompleted {
+		return false
+	}
+	rn.cancelling, rn.cancelled, rn.forced = true, true, true
+	for _, j := range rn.latest() {
+		if j.status == StatusCompleted {
+			continue
+		}
+		if r := s.runners[j.runnerID]; r != nil && r.sess != nil && j.status == StatusInProgress {
+			r.sess.push(event{Type: eventCancel, JobID: j.id}) // before any new job for r
+		}
+		s.completeJobLocked(j, ConclusionCancelled, "")
+	}
+	s.updateRunLocked(rn)
+	s.dispatchLocked()
 	return true
 }
 

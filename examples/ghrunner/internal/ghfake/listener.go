@@ -38,8 +38,16 @@ const (
 	callTimeout = 10 * time.Second
 )
 
-// interrupted is connect's status when the listener was told to stop.
-const interrupted = -1
+// The listener's exit statuses, as the real one's, which run-helper.sh
+// reads: 0 when it stopped, 1 on an error that a restart would not cure,
+// 5 when another listener holds the runner's session.
+const (
+	exitStopped         = 0
+	exitTerminated      = 1
+	exitSessionConflict = 5
+	// interrupted is connect's status when the listener was told to stop.
+	interrupted = -1
+)
 
 // A listener is the fake Runner.Listener. Only its own goroutine uses it.
 type listener struct {
@@ -55,19 +63,20 @@ type listener struct {
 }
 
 // listen runs the listener of the runner configured in dir until ctx ends
-// (it then stops cleanly and returns 0), it ran its one job as an
-// ephemeral runner (0), or it cannot go on (1).
+// (it then stops cleanly and returns exitStopped), it ran its one job as
+// an ephemeral runner (exitStopped), it cannot go on (exitTerminated), or
+// another listener holds the runner's session (exitSessionConflict).
 func listen(ctx context.Context, dir string, out io.Writer) int {
 	l, err := loadListener(dir, out)
 	if err != nil {
 		fmt.Fprintln(out, err)
-		return 1
+		return exitTerminated
 	}
 	defer l.client.CloseIdleConnections()
 	st, code := l.connect(ctx)
 	if code == interrupted {
 		fmt.Fprintln(out, "Exiting...")
-		return 0
+		return exitStopped
 	}
 	if st == nil {
 		return code
@@ -117,23 +126,29 @@ func (l *listener) say(msg string) {
 }
 
 // connect opens a session, trying a few times. It returns the session,
-// or nil and the exit status, interrupted if ctx ended.
+// or nil and the exit status, interrupted if ctx ended. A session that
+// another listener of the runner holds still after the last try ends the
+// listener with exitSessionConflict, as the real one after four minutes.
 func (l *listener) connect(ctx context.Context) (*stream, int) {
 	delay := firstRetry
 	for try := 1; ; try++ {
 		st, err := l.open(ctx)
 		var denied *deniedError
+		var conflict *conflictError
 		switch {
 		case err == nil:
-			return st, 0
+			return st, exitStopped
 		case ctx.Err() != nil:
 			return nil, interrupted
 		case errors.As(err, &denied):
 			fmt.Fprintln(l.out, accessDenied)
-			return nil, 1
+			return nil, exitTerminated
+		case try == connectTries && errors.As(err, &conflict):
+			fmt.Fprintf(l.out, "Failed to create session. %s\n", conflict.msg)
+			return nil, exitSessionConflict
 		case try == connectTries:
 			fmt.Fprintf(l.out, "An error occurred: %v\n", err)
-			return nil, 1
+			return nil, exitTerminated
 		}
 		l.say(fmt.Sprintf("Runner connect error: %s. Retrying until reconnected.", strings.TrimSuffix(err.Error(), ".")))
 		t := time.NewTimer(delay)

@@ -67,7 +67,7 @@ func (l *listener) handle(ev event) (code int, exit bool) {
 	switch ev.Type {
 	case eventJob:
 		if l.job != nil || ev.Job == nil {
-			return 0, false
+			return exitStopped, false
 		}
 		l.job = ev.Job
 		l.say("Running job: " + l.job.Name)
@@ -80,12 +80,13 @@ func (l *listener) handle(ev event) (code int, exit bool) {
 		}
 	case eventDeleted:
 		fmt.Fprintln(l.out, registrationDeleted)
-		return 1, true
+		return exitTerminated, true
 	}
-	return 0, false
+	return exitStopped, false
 }
 
-// finish ends the job with result and says how GitHub recorded it. An
+// finish ends the job with result and says how GitHub recorded it, or
+// Canceled for a job stopped by a signal, as the runner does. An
 // ephemeral runner exits after its job.
 func (l *listener) finish(result string) (code int, exit bool) {
 	j := l.job
@@ -97,10 +98,16 @@ func (l *listener) finish(result string) (code int, exit bool) {
 	conclusion, err := l.complete(j.ID, result)
 	if err != nil {
 		fmt.Fprintf(l.out, "An error occurred: %v\n", err)
-		return 1, true
+		return exitTerminated, true
 	}
-	l.say(fmt.Sprintf("Job %s completed with result: %s", j.Name, resultWord(conclusion)))
-	return 0, l.ephemeral
+	word := resultWord(conclusion)
+	if result == resultShutdown {
+		// The runner cancels the job it runs when it is stopped, and says
+		// so, even when GitHub records a failure (see ShutdownMessage).
+		word = resultWord(ConclusionCancelled)
+	}
+	l.say(fmt.Sprintf("Job %s completed with result: %s", j.Name, word))
+	return exitStopped, l.ephemeral
 }
 
 // resultWord is how the runner names a job's conclusion.
@@ -116,8 +123,9 @@ func resultWord(conclusion string) string {
 	return conclusion
 }
 
-// shutdown stops the listener on a signal: the job it runs, if any, ends
-// (cancelled if its run was, else failed), and the runner goes offline.
+// shutdown stops the listener on a signal: the job it runs, if any, is
+// cancelled (GitHub records it cancelled if its run was, else failed),
+// and the runner goes offline.
 func (l *listener) shutdown() int {
 	fmt.Fprintln(l.out, "Exiting...")
 	if l.job != nil {
@@ -126,7 +134,7 @@ func (l *listener) shutdown() int {
 	if err := l.offline(); err != nil {
 		fmt.Fprintf(l.out, "An error occurred: %v\n", err)
 	}
-	return 0
+	return exitStopped
 }
 
 // complete reports the end of job id and returns its conclusion.

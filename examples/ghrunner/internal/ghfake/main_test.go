@@ -108,7 +108,7 @@ func configureRunner(t *testing.T, s *Server, scope, name string, extra ...strin
 	args := append([]string{"--unattended", "--url", s.URL() + "/" + scope,
 		"--token", registrationToken(t, s, scope), "--name", name}, extra...)
 	var out bytes.Buffer
-	require.Equal(t, 0, configure(dir, args, &out), out.String())
+	require.Equal(t, 0, configure(dir, args, nil, &out), out.String())
 	var rc runnerConfig
 	require.NoError(t, readJSONFile(filepath.Join(dir, runnerFile), &rc))
 	return dir, rc.AgentID

@@ -24,7 +24,7 @@ func TestConfigureWritesTheRunnersFiles(t *testing.T) {
 	args := []string{"--unattended", "--url", url, "--token", registrationToken(t, s, "acme/app"),
 		"--name", "spot-1", "--labels", "gpu, big", "--work", "_work", "--replace"}
 	var out bytes.Buffer
-	require.Equal(t, 0, configure(dir, args, &out), out.String())
+	require.Equal(t, 0, configure(dir, args, nil, &out), out.String())
 	for _, line := range []string{"# Authentication", "√ Connected to GitHub", "# Runner Registration",
 		"√ Runner successfully added", "√ Runner connection is good", "# Runner settings", "√ Settings Saved."} {
 		assert.Contains(t, out.String(), line)
@@ -60,8 +60,11 @@ func TestConfigureRefuses(t *testing.T) {
 	tok := registrationToken(t, s, "acme/app")
 	other := registrationToken(t, s, "acme")
 	s.AddRunner("acme/app", RunnerSpec{Name: "taken"})
-	configured := t.TempDir()
+	configured, migrated := t.TempDir(), t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(configured, ".runner"), []byte("{}"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(migrated, ".runner_migrated"), []byte("{}"), 0o644))
+	const already = "Cannot configure the runner because it is already configured. " +
+		"To reconfigure the runner, run 'config.cmd remove' or './config.sh remove' first."
 	for _, tc := range []struct {
 		name string
 		dir  string
@@ -72,13 +75,13 @@ func TestConfigureRefuses(t *testing.T) {
 			"Http response code: NotFound from 'POST " + s.URL() + "/api/v3/actions/runner-registration'"},
 		{"another scope's token", "", []string{"--unattended", "--url", url, "--token", other, "--name", "a"}, "NotFound"},
 		{"name taken", "", []string{"--unattended", "--url", url, "--token", tok, "--name", "taken"}, "A runner exists with the same name"},
-		{"configured", configured, []string{"--unattended", "--url", url, "--token", tok, "--name", "a"},
-			"Cannot configure the runner because it is already configured. To reconfigure the runner, run 'config.cmd remove' or './config.sh remove' first."},
+		{"configured", configured, []string{"--unattended", "--url", url, "--token", tok, "--name", "a"}, already},
+		{"migrated", migrated, []string{"--unattended", "--url", url, "--token", tok, "--name", "a"}, already},
 		{"no url", "", []string{"--unattended", "--token", tok}, "Invalid configuration provided for url."},
 		{"not a repository", "", []string{"--unattended", "--url", s.URL() + "/a/b/c", "--token", tok}, "Invalid configuration provided for url."},
 		{"no token", "", []string{"--unattended", "--url", url}, "Invalid configuration provided for token."},
-		{"no value", "", []string{"--unattended", "--url"}, "Missing value for command-line argument '--url'."},
-		{"unknown flag", "", []string{"--unattended", "--frobnicate"}, "Unrecognized command-line input arguments: '--frobnicate'."},
+		{"no value", "", []string{"--unattended", "--url"}, "Invalid configuration provided for url."},
+		{"a blank token in the environment", "", []string{"--unattended", "--url", url}, "Invalid configuration provided for token."},
 		{"remove", "", []string{"remove", "--token", tok}, "is not implemented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,11 +90,42 @@ func TestConfigureRefuses(t *testing.T) {
 				dir = t.TempDir()
 			}
 			var out bytes.Buffer
-			assert.Equal(t, 1, configure(dir, tc.args, &out))
+			assert.Equal(t, 1, configure(dir, tc.args, []string{"ACTIONS_RUNNER_INPUT_TOKEN=  "}, &out))
 			assert.Contains(t, out.String(), tc.want)
 		})
 	}
 	assert.Len(t, s.Runners(), 1, "nothing registered")
+}
+
+func TestConfigureTakesTheEnvironmentAndWarns(t *testing.T) {
+	s := start(t, Config{})
+	dir := t.TempDir()
+	env := []string{
+		"PATH=/bin", "actions_runner_input_Url=" + s.URL() + "/acme/app", "ACTIONS_RUNNER_INPUT_TOKEN= " + registrationToken(t, s, "acme/app") + " ",
+		"ACTIONS_RUNNER_INPUT_NAME=from-env", "ACTIONS_RUNNER_INPUT_LABELS=env-label", "ACTIONS_RUNNER_INPUT_EPHEMERAL=True",
+		"ACTIONS_RUNNER_INPUT_WORK=", // blank: ignored
+	}
+	args := []string{"configure", "--unattended", "--frobnicate", "--name", "from-flag", "--name", "twice", "--Color", "blue", "-x"}
+	var out bytes.Buffer
+	require.Equal(t, 0, configure(dir, args, env, &out), out.String())
+	// The second --name is taken for a switch, as the real parser does.
+	assert.True(t, strings.HasPrefix(out.String(), "Unrecognized command-line input arguments: 'frobnicate, name, Color'. "+
+		"For usage refer to: .\\config.cmd --help or ./config.sh --help\n"), out.String())
+	assert.Contains(t, out.String(), "√ Settings Saved.")
+	rs := s.Runners()
+	require.Len(t, rs, 1)
+	assert.Equal(t, "from-flag", rs[0].Name, "the flag wins, the first one")
+	assert.Equal(t, []string{"self-hosted", "Linux", "X64", "env-label"}, rs[0].Labels)
+	assert.True(t, rs[0].Ephemeral)
+	var rc runnerConfig
+	require.NoError(t, readJSONFile(filepath.Join(dir, runnerFile), &rc))
+	assert.Equal(t, "_work", rc.WorkFolder)
+	assert.Equal(t, s.URL()+"/acme/app", rc.GitHubURL)
+
+	p := parseArgs([]string{"run", "--a", "1", "--b", "--c", "--", "-d", "2", "--e"})
+	assert.Equal(t, []string{"run"}, p.commands)
+	assert.Equal(t, []string{"b", "e"}, p.flags)
+	assert.Equal(t, map[string]string{"a": "1", "c": "2"}, p.values, "-- and -d are ignored")
 }
 
 func TestConfigureReplacesAnOnlineRunner(t *testing.T) {
@@ -101,7 +135,7 @@ func TestConfigureReplacesAnOnlineRunner(t *testing.T) {
 	l.out.await(t, "Listening for Jobs")
 	var out bytes.Buffer
 	args := []string{"--unattended", "--url", s.URL() + "/acme/app", "--token", registrationToken(t, s, "acme/app"), "--name", "spot-1", "--replace"}
-	require.Equal(t, 0, configure(t.TempDir(), args, &out), out.String())
+	require.Equal(t, 0, configure(t.TempDir(), args, nil, &out), out.String())
 	assert.Contains(t, out.String(), "√ Successfully replaced the runner")
 	_, ok := s.Runner(old)
 	assert.False(t, ok, "the old registration is gone")
@@ -176,7 +210,8 @@ func TestListenerStoppedMidJob(t *testing.T) {
 	l.out.await(t, "Running job: build")
 	l.cancel()
 	assert.Equal(t, 0, l.exit())
-	assert.Regexp(t, `Exiting...\n.*Z: Job build completed with result: Failed\n$`, l.out.String())
+	assert.Regexp(t, `Exiting...\n.*Z: Job build completed with result: Canceled\n$`, l.out.String(),
+		"the runner says Canceled, whatever GitHub records")
 	got, _ := s.Run(run)
 	assert.Equal(t, ConclusionFailure, got.Conclusion)
 	assert.Equal(t, []string{ShutdownMessage}, got.Jobs[0].Annotations)
@@ -261,9 +296,27 @@ func TestListenerEndsWhenTheServerCloses(t *testing.T) {
 func TestVanishedListener(t *testing.T) {
 	s := start(t, Config{})
 	dir, id := configureRunner(t, s, "acme/app", "spot-1")
+	run := s.AddRun("acme/app", RunSpec{})
+	vanishMidJob(t, s, dir, id)
+	r, _ := s.Runner(id)
+	assert.True(t, r.Busy, "still busy, as on GitHub")
+	got, _ := s.Run(run)
+	assert.Equal(t, StatusInProgress, got.Jobs[0].Status)
+	s.LoseRunner(id)
+	got, _ = s.Run(run)
+	assert.Equal(t, ConclusionFailure, got.Conclusion)
+	assert.Equal(t, []string{LostMessage("spot-1")}, got.Jobs[0].Annotations)
+	r, _ = s.Runner(id)
+	assert.False(t, r.Busy || r.Online)
+}
+
+// vanishMidJob opens a session for runner id, configured in dir, as its
+// listener would, takes the job it is given, and drops the connection as
+// a killed listener does; it returns once the runner is offline.
+func vanishMidJob(t *testing.T, s *Server, dir string, id int64) {
+	t.Helper()
 	var rc credentials
 	require.NoError(t, readJSONFile(filepath.Join(dir, credentialsFile), &rc))
-	run := s.AddRun("acme/app", RunSpec{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/_fake/session?runner="+itoa(id), nil)
@@ -278,18 +331,7 @@ func TestVanishedListener(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, line, `"type":"job"`)
 	cancel() // the process dies
-
 	await(t, s, "the runner offline", func() bool { r, _ := s.Runner(id); return !r.Online })
-	r, _ := s.Runner(id)
-	assert.True(t, r.Busy, "still busy, as on GitHub")
-	got, _ := s.Run(run)
-	assert.Equal(t, StatusInProgress, got.Jobs[0].Status)
-	s.LoseRunner(id)
-	got, _ = s.Run(run)
-	assert.Equal(t, ConclusionFailure, got.Conclusion)
-	assert.Equal(t, []string{LostMessage("spot-1")}, got.Jobs[0].Annotations)
-	r, _ = s.Runner(id)
-	assert.False(t, r.Busy || r.Online)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -19,13 +19,18 @@ const (
 	RoleListener = "listener" // the listener that run.sh runs
 )
 
-// The scripts are laid out like actions/runner's: run.sh runs
-// run-helper.sh again while the listener asks to be restarted (exit 2);
-// run-helper.sh runs the listener and says how it ended. Neither traps a
-// signal: SIGINT to run.sh's process group reaches the listener, which
-// exits 0 after a clean stop, so that bash goes on. GORACE's
-// atexit_sleep_ms=0 spares a test binary built with -race the race
-// detector's second of sleep at exit; options already in GORACE win.
+// The scripts are laid out like actions/runner's. run-helper.sh runs the
+// listener once and turns its exit status into run.sh's verdict, as the
+// real one does: 0 (stopped), 1 (a terminal error), 5 (a session
+// conflict) and any unknown status stop the runner, and run-helper.sh
+// exits 0; 2 (a retryable error), 3 and 4 (an update) ask for a restart,
+// and run-helper.sh exits 2. run.sh runs run-helper.sh again while it
+// exits 2, and otherwise exits 0 whatever the listener's status was, as
+// the real run.sh does: only a signal that kills it gives another status.
+// Neither traps a signal: SIGINT to run.sh's process group reaches the
+// listener, which exits 0 after a clean stop, so that bash goes on.
+// GORACE's atexit_sleep_ms=0 spares a test binary built with -race the
+// race detector's second of sleep at exit; options already in GORACE win.
 const (
 	configScript = `#!/bin/bash
 # config.sh of ghfake's fake GitHub Actions runner.
@@ -34,32 +39,41 @@ cd "$SCRIPT_DIR" || exit 1
 GORACE="atexit_sleep_ms=0 ${GORACE:-}" ` + RoleEnv + `=` + RoleConfig + ` exec %s "$@"
 `
 	runScript = `#!/bin/bash
-# run.sh of ghfake's fake GitHub Actions runner.
+# run.sh of ghfake's fake GitHub Actions runner: runs run-helper.sh until it
+# stops asking for a restart (status 2), then exits 0.
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" >/dev/null 2>&1 && pwd)"
 cd "$SCRIPT_DIR" || exit 1
 while :; do
     "$SCRIPT_DIR"/run-helper.sh "$@"
-    returnCode=$?
-    if [[ $returnCode -eq 2 ]]; then
-        echo "Restarting runner..."
-    else
+    if [[ $? -ne 2 ]]; then
         echo "Exiting runner..."
-        exit $returnCode
+        exit 0
     fi
+    echo "Restarting runner..."
 done
 `
+	// The real run-helper.sh waits 5 seconds before it asks for a restart,
+	// and up to 30 for an update to finish; the fake skips both waits (its
+	// listener never exits 2, 3 or 4 by itself, nor updates itself), so
+	// that a test does not wait for nothing.
 	runHelperScript = `#!/bin/bash
-# run-helper.sh of ghfake's fake GitHub Actions runner.
+# run-helper.sh of ghfake's fake GitHub Actions runner: runs the listener
+# once and says what its exit status means.
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" >/dev/null 2>&1 && pwd)"
 cd "$SCRIPT_DIR" || exit 1
 GORACE="atexit_sleep_ms=0 ${GORACE:-}" ` + RoleEnv + `=` + RoleListener + ` %s run "$@"
-returnCode=$?
-if [[ $returnCode -eq 2 ]]; then
-    echo "Runner listener exit with retryable error, re-launch runner."
-    exit 2
-fi
-echo "Runner listener exit with $returnCode return code, stop the service, no retry needed."
-exit $returnCode
+code=$?
+case $code in
+0)  echo "Runner listener exit with 0 return code, stop the service, no retry needed." ;;
+1)  echo "Runner listener exit with terminated error, stop the service, no retry needed." ;;
+2)  echo "Runner listener exit with retryable error, re-launch runner in 5 seconds."
+    exit 2 ;;
+3|4) echo "Runner listener exit because of updating, re-launch runner after successful update"
+    exit 2 ;;
+5)  echo "Runner listener exit with Session Conflict error, stop the service, no retry needed." ;;
+*)  echo "Exiting with unknown error code: ${code}" ;;
+esac
+exit 0
 `
 )
 

@@ -5,9 +5,12 @@ package ghfake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -148,8 +151,54 @@ func TestRunShKilledMidJob(t *testing.T) {
 
 func TestRunShWithoutConfig(t *testing.T) {
 	run := startScript(t, runnerDir(t), "run.sh")
-	assert.Equal(t, 1, run.exit())
+	assert.Equal(t, 0, run.exit(), "run.sh exits 0 whatever the listener's status")
 	assert.Equal(t, notConfigured+"\n"+
-		"Runner listener exit with 1 return code, stop the service, no retry needed.\n"+
+		"Runner listener exit with terminated error, stop the service, no retry needed.\n"+
 		"Exiting runner...\n", run.out.String())
+}
+
+// stubListener writes the fake runner into a new directory with, in place
+// of the test binary, a script that exits with each of codes in turn, one
+// per run, and returns the directory.
+func stubListener(t *testing.T, codes ...int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var list []string
+	for _, c := range codes {
+		list = append(list, strconv.Itoa(c))
+	}
+	stub := filepath.Join(dir, "stub-listener")
+	text := "#!/bin/bash\ncodes=(" + strings.Join(list, " ") + ")\n" +
+		"n=$(cat runs 2>/dev/null || echo 0)\necho $((n+1)) > runs\nexit ${codes[$n]}\n"
+	require.NoError(t, os.WriteFile(stub, []byte(text), 0o755))
+	require.NoError(t, WriteRunnerDir(dir, stub))
+	return dir
+}
+
+func TestRunHelperStatuses(t *testing.T) {
+	const stop = "Exiting runner...\n"
+	for _, tc := range []struct {
+		codes []int
+		want  string
+	}{
+		{[]int{0}, "Runner listener exit with 0 return code, stop the service, no retry needed.\n" + stop},
+		{[]int{1}, "Runner listener exit with terminated error, stop the service, no retry needed.\n" + stop},
+		{[]int{5}, "Runner listener exit with Session Conflict error, stop the service, no retry needed.\n" + stop},
+		{[]int{7}, "Exiting with unknown error code: 7\n" + stop},
+		{[]int{2, 3, 4, 1}, "Runner listener exit with retryable error, re-launch runner in 5 seconds.\nRestarting runner...\n" +
+			"Runner listener exit because of updating, re-launch runner after successful update\nRestarting runner...\n" +
+			"Runner listener exit because of updating, re-launch runner after successful update\nRestarting runner...\n" +
+			"Runner listener exit with terminated error, stop the service, no retry needed.\n" + stop},
+	} {
+		t.Run(fmt.Sprint(tc.codes), func(t *testing.T) {
+			run := startScript(t, stubListener(t, tc.codes...), "run.sh")
+			assert.Equal(t, 0, run.exit())
+			assert.Equal(t, tc.want, run.out.String())
+		})
+	}
+	t.Run("run-helper.sh alone", func(t *testing.T) {
+		dir := stubListener(t, 2, 1)
+		assert.Equal(t, 2, startScript(t, dir, "run-helper.sh").exit(), "a restart asked for")
+		assert.Equal(t, 0, startScript(t, dir, "run-helper.sh").exit())
+	})
 }

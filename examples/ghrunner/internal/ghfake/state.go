@@ -42,8 +42,9 @@ type state struct {
 }
 
 // ids hands out ids; each kind has its own range, so that a test that
-// takes a run's id for a job's fails.
-type ids struct{ runner, run, job, repo, label int64 }
+// takes a run's id for a job's fails. tick orders the repositories'
+// timestamps, which may be equal.
+type ids struct{ runner, run, job, repo, label, tick int64 }
 
 func newState(now time.Time) state {
 	return state{
@@ -82,6 +83,7 @@ type runner struct {
 	ephemeral bool
 	secret    string   // the listener's credential
 	sess      *session // the listener's connection, if any
+	spent     bool     // ephemeral, and was given its one job
 }
 
 type label struct {
@@ -95,7 +97,29 @@ type repo struct {
 	id      int64
 	owner   string
 	name    string
-	updated time.Time
+	created moment
+	updated moment // by a push: GitHub's updated_at changes with the repository, not with its runs
+	pushed  moment
+}
+
+// A moment is a time, and a tick that orders equal times.
+type moment struct {
+	at   time.Time
+	tick int64
+}
+
+// nowLocked returns the moment now.
+func (st *state) nowLocked() moment {
+	st.next.tick++
+	return moment{at: time.Now(), tick: st.next.tick}
+}
+
+// compare orders m before n if it is earlier.
+func (m moment) compare(n moment) int {
+	if c := m.at.Compare(n.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(m.tick, n.tick)
 }
 
 func (r *repo) fullName() string { return r.owner + "/" + r.name }
@@ -112,6 +136,7 @@ type run struct {
 	conclusion string
 	cancelling bool // a cancel was requested in this attempt
 	cancelled  bool // a cancel was ever requested
+	forced     bool // a force-cancel was ever accepted
 	reruns     []string
 	slots      [][]*job
 	created    time.Time

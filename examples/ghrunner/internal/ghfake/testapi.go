@@ -64,9 +64,12 @@ type Run struct {
 	Attempt    int    // run_attempt: 1, then one more per re-run
 	Status     string // StatusQueued, StatusInProgress or StatusCompleted
 	Conclusion string // "" until completed
-	// CancelRequested reports whether a cancel was requested, in any
-	// attempt.
+	// CancelRequested reports whether a cancel or a force-cancel was
+	// requested, in any attempt.
 	CancelRequested bool
+	// ForceCancelled reports whether a force-cancel was accepted (POST
+	// .../runs/{id}/force-cancel answered 202), in any attempt.
+	ForceCancelled bool
 	// Reruns has one entry per accepted re-run request: "failed" for
 	// rerun-failed-jobs, "all" for rerun.
 	Reruns []string
@@ -138,6 +141,24 @@ func (s *Server) AddRun(repo string, r RunSpec) int64 {
 	s.dispatchLocked()
 	s.notifyLocked()
 	return rn.id
+}
+
+// Push records a push to repo ("owner/repo"): its pushed_at and
+// updated_at are now, which orders it first in GET orgs/{org}/repos with
+// sort=pushed (or updated). A repository the server does not know yet is
+// made, as AddRun makes one. Push does nothing if repo is not
+// "owner/repo". Neither AddRun (but of a new repository) nor any run's
+// activity changes pushed_at or updated_at, as on GitHub.
+func (s *Server) Push(repo string) {
+	if !validScope(repo) || !strings.Contains(repo, "/") {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rp := s.repoLocked(repo)
+	now := s.nowLocked()
+	rp.pushed, rp.updated = now, now
+	s.notifyLocked()
 }
 
 // AddLostJob adds to repo ("owner/repo") a completed run "CI", concluded
@@ -240,7 +261,7 @@ func (r *runner) snapshot() Runner {
 func (rn *run) snapshot() Run {
 	out := Run{
 		ID: rn.id, Repo: rn.repo.fullName(), Name: rn.name, Number: rn.number, Attempt: rn.attempt,
-		Status: rn.status, Conclusion: rn.conclusion, CancelRequested: rn.cancelled,
+		Status: rn.status, Conclusion: rn.conclusion, CancelRequested: rn.cancelled, ForceCancelled: rn.forced,
 		Reruns: append([]string(nil), rn.reruns...),
 	}
 	for _, j := range rn.latest() {

@@ -49,6 +49,7 @@ type repoJSON struct {
 	Owner     ownerJSON `json:"owner"`
 	HTMLURL   string    `json:"html_url"`
 	URL       string    `json:"url"`
+	CreatedAt string    `json:"created_at"`
 	UpdatedAt string    `json:"updated_at"`
 	PushedAt  string    `json:"pushed_at"`
 }
@@ -154,7 +155,7 @@ func (s *Server) repoJSON(rp *repo) repoJSON {
 		ID: rp.id, Name: rp.name, FullName: rp.fullName(),
 		Owner:   ownerJSON{Login: rp.owner, ID: rp.id + 1_000_000, Type: "Organization"},
 		HTMLURL: s.url + "/" + rp.fullName(), URL: s.APIURL() + "repos/" + rp.fullName(),
-		UpdatedAt: stamp(rp.updated), PushedAt: stamp(rp.updated),
+		CreatedAt: stamp(rp.created.at), UpdatedAt: stamp(rp.updated.at), PushedAt: stamp(rp.pushed.at),
 	}
 }
 
