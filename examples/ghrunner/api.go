@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -25,6 +26,7 @@ type api struct {
 	gh          *github.Client
 	owner, repo string // a repository's runner; or
 	org         string // an organisation's
+	runnerName  string // -name: every runner ghrunner deals with has it
 	callTimeout time.Duration
 	log         *slog.Logger
 	// retry is the backoff for 5xx and network errors.
@@ -38,15 +40,52 @@ const maxBody = 8 << 20
 func newAPI(o *options, log *slog.Logger) *api {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = o.callTimeout
-	hc := &http.Client{Transport: limitedBodies{tr}}
-	gh := github.NewClient(hc).WithAuthToken(o.token)
+	hc := &http.Client{
+		Transport:     &authTransport{base: limitedBodies{tr}, api: o.apiURL, token: o.token},
+		CheckRedirect: sameOrigin,
+	}
+	gh := github.NewClient(hc)
 	gh.BaseURL = o.apiURL
 	gh.UserAgent = "termsig-ghrunner"
 	return &api{
-		gh: gh, owner: o.owner, repo: o.repo, org: o.org,
+		gh: gh, owner: o.owner, repo: o.repo, org: o.org, runnerName: o.name,
 		callTimeout: o.callTimeout, log: log,
 		retry: backoff.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second, Jitter: true},
 	}
+}
+
+// An authTransport adds the token to requests for the API's own scheme and
+// host, and to no other: not to where a redirect leads.
+type authTransport struct {
+	base  http.RoundTripper
+	api   *url.URL
+	token *tokenSource
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != t.api.Scheme || req.URL.Host != t.api.Host {
+		return t.base.RoundTrip(req)
+	}
+	tok, err := t.token.get()
+	if tok == "" {
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return t.base.RoundTrip(req)
+}
+
+// sameOrigin follows a redirect only within the same scheme and host, as
+// GitHub's own are (a renamed repository); the token never leaves it.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) >= 10:
+		return errors.New("stopped after 10 redirects")
+	case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+		return fmt.Errorf("redirect to %s://%s refused: the API token stays with %s", req.URL.Scheme, req.URL.Host, first.Host)
+	}
+	return nil
 }
 
 // limitedBodies cuts every response body at maxBody bytes: a server that

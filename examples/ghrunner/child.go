@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 	"time"
@@ -43,17 +44,17 @@ const maxLine = 64 << 10
 const outputGrace = time.Second
 
 // startRunSh starts dir/run.sh with its output copied to out.
-func startRunSh(dir string, out io.Writer) (*child, error) {
+func startRunSh(dir string, as *runAs, out io.Writer) (*child, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(dir, "run.sh"))
 	cmd.Dir = dir
-	cmd.Env = childEnv()
+	cmd.Env = childEnv(as)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = as.sysProcAttr()
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
@@ -108,26 +109,28 @@ func (c *child) copyOutput(r io.Reader, out io.Writer) {
 	}
 }
 
+// The listener's lines about jobs, as Runner.Listener prints them
+// ("{DateTime.UtcNow:u}: Running job: NAME", "...: Job NAME completed with
+// result: RESULT"). They are anchored at both ends, and the completion is
+// tried first, so that a job whose name holds "Running job: " is not
+// taken for another job.
 var (
-	runningJob = []byte("Running job: ")
-	completed  = []byte(" completed with result: ")
+	completedLine = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: Job (.*) completed with result: (Succeeded|SucceededWithIssues|Failed|Canceled|Skipped|Abandoned)$`)
+	runningLine   = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: Running job: (.*)$`)
 )
 
-// parse follows the listener's lines "...Z: Running job: NAME" and
-// "...Z: Job NAME completed with result: RESULT".
+// parse follows the listener's lines about its jobs.
 func (c *child) parse(line []byte) {
 	line = bytes.TrimRight(line, "\r\n")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case bytes.Contains(line, runningJob):
-		_, name, _ := bytes.Cut(line, runningJob)
-		c.busy, c.job = true, string(name)
-		c.started++
-	case bytes.Contains(line, completed) && bytes.Contains(line, []byte("Job ")):
+	if completedLine.Match(line) {
 		c.busy, c.job = false, ""
 		c.ended++
-	default:
+	} else if m := runningLine.FindSubmatch(line); m != nil {
+		c.busy, c.job = true, string(m[1])
+		c.started++
+	} else {
 		return
 	}
 	select {

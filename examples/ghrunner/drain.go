@@ -22,16 +22,20 @@ type drain struct {
 	child *child // nil when the notice came before run.sh started
 	busy  bool   // run.sh said it runs a job
 	// started is how many jobs run.sh had said it took when the drain
-	// began: one more later was taken after the API was asked.
+	// began: the job looked up when it started is known for that count.
 	started int
-	done    chan int
+	killed  bool // run.sh had to be killed
+	// busyAtStop says run.sh had said it took a job and not that the job
+	// ended when it was interrupted: that job is interrupted too.
+	busyAtStop bool
+	done       chan int
 
 	mu    sync.Mutex
 	end   time.Time     // all steps end by then: the deadline minus the margin
 	spare time.Duration // kept after run.sh's SIGKILL for re-running and removing
 	// endCtx ends at end, earlyCtx at end minus spare (when run.sh gets
 	// SIGKILL); their timers move when the end does.
-	endCtx, earlyCtx     context.Context
+	endCtx, earlyCtx     movingDeadline
 	endTimer, earlyTimer *time.Timer
 
 	stepsMu sync.Mutex
@@ -53,10 +57,24 @@ const minDrain = 2 * time.Second
 // registration after run.sh is killed.
 const maxSpare = 10 * time.Second
 
-// clockSkew is how far GitHub's clock may be from this machine's.
-const clockSkew = 5 * time.Second
+// stopGrace is the least time run.sh gets between SIGINT and SIGKILL
+// (unless the end comes first).
+const stopGrace = time.Second
 
-var errDeadline = errors.New("the deadline minus -margin has come")
+var (
+	errDeadline = errors.New("the deadline minus -margin has come")
+	errKillTime = errors.New("run.sh's kill time has come (the spare kept for re-running and unregistering is left)")
+)
+
+// A movingDeadline is a context whose deadline is the drain's end (or
+// kill time) as it is now, so that a call that waits (a rate limit) can
+// tell whether it would still end in time; timers cancel it.
+type movingDeadline struct {
+	context.Context
+	at func() time.Time
+}
+
+func (m movingDeadline) Deadline() (time.Time, bool) { return m.at(), true }
 
 func (g *ghrunner) startDrain(nt termsig.Notice) {
 	d := &drain{g: g, nt: nt, child: g.child, done: make(chan int, 1)}
@@ -66,12 +84,13 @@ func (g *ghrunner) startDrain(nt termsig.Notice) {
 	}
 	d.end = g.endOf(nt)
 	d.spare = min(maxSpare, time.Until(d.end)/3)
-	var cancelEnd, cancelEarly context.CancelCauseFunc
-	d.endCtx, cancelEnd = context.WithCancelCause(context.Background())
-	d.earlyCtx, cancelEarly = context.WithCancelCause(d.endCtx)
+	endCtx, cancelEnd := context.WithCancelCause(context.Background())
+	earlyCtx, cancelEarly := context.WithCancelCause(endCtx)
+	d.endCtx = movingDeadline{endCtx, func() time.Time { end, _ := d.times(); return end }}
+	d.earlyCtx = movingDeadline{earlyCtx, func() time.Time { end, spare := d.times(); return end.Add(-spare) }}
 	d.endTimer = time.AfterFunc(time.Until(d.end), func() { cancelEnd(errDeadline) })
 	d.earlyTimer = time.AfterFunc(time.Until(d.end.Add(-d.spare)), func() {
-		cancelEarly(fmt.Errorf("run.sh's kill time, %v before the deadline minus -margin", d.spare))
+		cancelEarly(errKillTime)
 	})
 	g.log.Warn("ghrunner: cleanup", "end_in", time.Until(d.end).Round(time.Millisecond), "kill_in", time.Until(d.end.Add(-d.spare)).Round(time.Millisecond))
 	g.drain = d
@@ -143,6 +162,18 @@ func (d *drain) do(name string, f func() error) error {
 	return err
 }
 
+// supersede forgets the failure of step name: a later step did its work.
+func (d *drain) supersede(name string) {
+	d.stepsMu.Lock()
+	defer d.stepsMu.Unlock()
+	for i := range d.steps {
+		if d.steps[i].name == name && d.steps[i].err != nil {
+			d.g.log.Info("ghrunner: a failed step's work was done by a later one", "step", name)
+			d.steps[i].err = nil
+		}
+	}
+}
+
 func (d *drain) record(s step) {
 	d.stepsMu.Lock()
 	defer d.stepsMu.Unlock()
@@ -157,7 +188,10 @@ func (d *drain) since() string {
 // run does the cleanup and returns the exit status: 0 when every step
 // is done, 3 when the end came first. Once run.sh has stopped, the
 // registration is removed while the run is waited for and re-run: a run
-// slow to complete does not hold up the unregistering.
+// slow to complete does not hold up the unregistering. But when run.sh
+// was interrupted in a job that cannot be found, the registration is
+// kept: the next start of a runner of this name finds it offline and
+// re-runs the job it lost.
 func (d *drain) run() int {
 	g := d.g
 	j := d.findJob()
@@ -166,12 +200,21 @@ func (d *drain) run() int {
 	}
 	if d.child != nil {
 		_ = d.do("stop run.sh", d.stopChild)
-		if j == nil && g.reg != nil && d.child.jobsStarted() > d.started {
-			j = d.lateJob()
+		if j == nil && g.reg != nil && d.busyAtStop {
+			if j = d.interruptedJob(); j != nil {
+				d.supersede("find the runner's job")
+			}
 		}
 	}
 	var wg sync.WaitGroup
-	if g.reg != nil {
+	switch {
+	case g.reg == nil:
+	case j == nil && d.busyAtStop:
+		d.record(step{
+			name: fmt.Sprintf("remove the registration of runner %d", g.reg.ID),
+			err:  fmt.Errorf("kept, so that the next start of a runner named %q re-runs the job run.sh was interrupted in, which was not found", g.o.name),
+		})
+	default:
 		wg.Go(func() { _ = d.do(fmt.Sprintf("remove the registration of runner %d", g.reg.ID), d.unregister) })
 	}
 	if j != nil {
@@ -203,23 +246,25 @@ func (d *drain) findJob() *jobRef {
 	return j
 }
 
-// lateJob finds and cancels the job run.sh took after the API was asked
-// whether it ran one: stopping run.sh failed it ("received a shutdown
-// signal"), and its run is to be re-run like any other.
-func (d *drain) lateJob() *jobRef {
+// interruptedJob finds the job run.sh was running when it was stopped,
+// which the search before did not find (run.sh took it after the search,
+// or the search failed), and cancels its run: stopping run.sh failed it
+// ("received a shutdown signal"), and its run is to be re-run like any
+// other.
+func (d *drain) interruptedJob() *jobRef {
 	g := d.g
 	var j *jobRef
-	err := d.do("find the job run.sh took meanwhile", func() (err error) {
-		j, err = g.api.recentJob(d.earlyCtx, g.reg.ID, d.nt.Observed.Add(-clockSkew))
+	err := d.do("find the job run.sh was stopped in", func() (err error) {
+		j, err = g.api.interruptedJob(d.earlyCtx, g.reg.ID)
 		if err == nil && j == nil {
-			err = errors.New("run.sh said it took a job, but GitHub shows none")
+			err = errors.New("run.sh said it ran a job, but GitHub shows none")
 		}
 		return err
 	})
-	if err != nil || j == nil {
+	if err != nil {
 		return nil
 	}
-	g.log.Info("ghrunner: the job run.sh took meanwhile", "job", j)
+	g.log.Info("ghrunner: the job run.sh was stopped in", "job", j)
 	if d.do(fmt.Sprintf("cancel run %d", j.run), func() error { return d.cancelRun(j) }) != nil {
 		return nil
 	}
@@ -245,8 +290,19 @@ func jobOrNone(j *jobRef) string {
 // stopChild interrupts run.sh's process group and waits for run.sh to
 // exit, killing the group at the early end.
 func (d *drain) stopChild() error {
+	d.busyAtStop, _, _ = d.child.state()
 	if err := d.child.interrupt(); err != nil {
 		d.g.log.Warn("ghrunner: cannot interrupt run.sh", "err", err)
+	}
+	// Past the kill time already, run.sh still gets a moment to hand its
+	// job back before SIGKILL.
+	grace := time.NewTimer(min(stopGrace, time.Until(d.endCtx.at())))
+	defer grace.Stop()
+	select {
+	case <-d.child.done:
+		d.g.log.Info("ghrunner: run.sh exited", "status", d.child.status)
+		return nil
+	case <-grace.C:
 	}
 	select {
 	case <-d.child.done:
@@ -256,6 +312,7 @@ func (d *drain) stopChild() error {
 	}
 	d.g.log.Warn("ghrunner: run.sh is still running at its kill time: SIGKILL to its process group", "pgid", d.child.pid)
 	d.child.kill()
+	d.killed = true
 	select {
 	case <-d.child.done:
 		return fmt.Errorf("run.sh did not stop when interrupted; killed (status %d)", d.child.status)
@@ -264,30 +321,53 @@ func (d *drain) stopChild() error {
 	}
 }
 
-// rerun waits for j's run to complete and re-runs it.
+// rerun waits for j's run to complete and re-runs it. When run.sh had
+// to be killed, its listener could not tell GitHub that the job ended:
+// the run is force-cancelled, or it would wait for the lost runner; that
+// and the wait take half the spare time left after the kill.
 func (d *drain) rerun(j *jobRef) {
 	g := d.g
-	if d.do(fmt.Sprintf("wait for run %d to complete", j.run), func() error { return g.waitCompleted(d.earlyCtx, j) }) != nil {
+	var waitCtx context.Context = d.earlyCtx
+	if d.killed {
+		end, spare := d.times()
+		ctx, cancel := context.WithDeadline(d.endCtx, end.Add(-spare/2))
+		defer cancel()
+		waitCtx = ctx
+		err := d.do(fmt.Sprintf("force-cancel run %d", j.run), func() error {
+			err := g.api.forceCancel(waitCtx, j.repo, j.run)
+			if alreadyCompleted(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return
+		}
+	}
+	if d.do(fmt.Sprintf("wait for run %d to complete", j.run), func() error { return g.waitCompleted(waitCtx, j) }) != nil {
 		d.record(step{name: fmt.Sprintf("re-run run %d", j.run), err: errors.New("not tried: the run has not completed")})
 		return
 	}
-	_ = d.do(fmt.Sprintf("re-run run %d", j.run), func() error {
-		err := g.api.rerun(d.endCtx, j.repo, j.run, g.o.rerunAll)
-		if err == nil {
-			g.log.Info("ghrunner: re-run requested", "job", j, "rerun", rerunWhat(g.o.rerunAll), "new_attempt", j.attempt+1)
-		}
-		return err
-	})
+	_ = d.do(fmt.Sprintf("re-run run %d", j.run), func() error { return g.rerunRun(d.endCtx, j) })
 }
+
+// times returns the end and the spare.
+func (d *drain) times() (time.Time, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.end, d.spare
+}
+
+// unregister removes the registration by the end.
+func (d *drain) unregister() error { return d.g.unregister(d.endCtx) }
 
 // unregister removes the registration; while GitHub still counts the
 // runner busy (its job ending) it is tried again, from 100 ms up to every
-// -poll.
-func (d *drain) unregister() error {
-	g := d.g
+// -poll, until ctx ends.
+func (g *ghrunner) unregister(ctx context.Context) error {
 	b := backoff.Backoff{Base: 100 * time.Millisecond, Max: g.o.poll}
 	for {
-		gone, err := g.api.removeRunner(d.endCtx, g.reg.ID)
+		gone, err := g.api.removeRunner(ctx, g.reg.ID)
 		if err == nil {
 			if gone {
 				g.log.Info("ghrunner: the registration was gone already", "runner_id", g.reg.ID)
@@ -299,8 +379,8 @@ func (d *drain) unregister() error {
 		}
 		wait := b.Next()
 		g.log.Info("ghrunner: GitHub still counts the runner busy; trying again", "runner_id", g.reg.ID, "in", wait)
-		if !backoff.Sleep(d.endCtx, wait) {
-			return fmt.Errorf("%w (%w)", err, context.Cause(d.endCtx))
+		if !backoff.Sleep(ctx, wait) {
+			return fmt.Errorf("%w (%w)", err, context.Cause(ctx))
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -300,4 +302,100 @@ func TestJobLookedUpWhenItStartsSavesTheSearch(t *testing.T) {
 	w.checkCleanedUp(p, r, run)
 	assert.Len(t, w.calls("GET", "/jobs"), searches, "no search after the notice")
 	p.logLine("looked up when it started")
+}
+
+// With -user, run.sh (so every job) runs as that user, without the token
+// in its environment, and cannot read ghrunner's: the token stays with
+// ghrunner, which runs as root. (Found by review: jobs ran as ghrunner's
+// user and could read /proc/PID/environ.)
+func TestUserKeepsTheTokenFromTheJobs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test starts the runner as another user: run it as root (CI does)")
+	}
+	nobody, err := user.Lookup("nobody")
+	require.NoError(t, err)
+	w := newWorld(t, 0)
+	// A runner directory nobody can use, with the fake runner's binary in it.
+	dir, err := os.MkdirTemp("", "ghrunner-user")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	copyFile(t, exe, filepath.Join(dir, "fake-runner"))
+	require.NoError(t, ghfake.WriteRunnerDir(dir, filepath.Join(dir, "fake-runner")))
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	require.NoError(t, filepath.Walk(dir, func(path string, _ os.FileInfo, err error) error {
+		if err == nil {
+			err = os.Lchown(path, uid, gid)
+		}
+		return err
+	}))
+	require.NoError(t, os.Chmod(dir, 0o755))
+
+	p := w.start("-runner-dir", dir, "-user", "nobody")
+	w.onlineRunner("spot-1")
+	pid := p.runShPids()[0]
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^Uid:\s+`+nobody.Uid+`\s`, string(status), "run.sh runs as nobody")
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	assert.NotContains(t, string(env), testToken)
+	assert.Contains(t, string(env), "USER=nobody")
+
+	// What a job of nobody's can read of ghrunner's environment: nothing.
+	cat := exec.Command("cat", fmt.Sprintf("/proc/%d/environ", p.cmd.Process.Pid))
+	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cat.CombinedOutput()
+	assert.Error(t, err, "nobody reads ghrunner's environment: %s", out)
+	assert.NotContains(t, string(out), testToken)
+
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, exitOK, p.exit())
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, b, 0o755))
+}
+
+// An organisation's runner: its job is found among the organisation's
+// repositories' runs, and handed back the same way.
+func TestOrgRunner(t *testing.T) {
+	w := newWorld(t, 0)
+	w.gh.AddRun("acme/other", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "elsewhere", Labels: []string{"gpu"}}}})
+	p := w.start("-repo", "", "-org", "acme")
+	r := w.onlineRunner("spot-1")
+	assert.Equal(t, "acme", r.Scope)
+	run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "build"}}})
+	w.runningOn(run, r.ID)
+	p.logLine("the runner runs")
+	w.md.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+	w.checkCleanedUp(p, r, run)
+	assert.NotEmpty(t, w.answered("GET", "/orgs/acme/repos"))
+}
+
+// A machine that died mid-job leaves a registration GitHub still counts as
+// busy: the next start force-cancels that run (a plain cancel would wait
+// for the dead runner), re-runs it and removes the registration.
+func TestStaleBusyRegistrationIsForceCancelledAndRerun(t *testing.T) {
+	w := newWorld(t, 0)
+	p, r, run := w.startWithJob()
+	require.NoError(t, p.cmd.Process.Kill()) // the machine dies: no cleanup
+	<-p.done
+	for _, pid := range p.runShPids() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	w.await("the dead runner offline but busy", func() bool { got, ok := w.gh.Runner(r.ID); return ok && !got.Online && got.Busy })
+	p2 := w.start()
+	p2.logLine("re-run requested")
+	got, _ := w.gh.Run(run)
+	assert.True(t, got.ForceCancelled)
+	assert.Equal(t, []string{"failed"}, got.Reruns)
+	w.await("the stale registration removed", func() bool { _, still := w.gh.Runner(r.ID); return !still })
+	p2.signal(syscall.SIGTERM)
+	require.Equal(t, exitOK, p2.exit())
 }

@@ -4,11 +4,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/go-github/v75/github"
 )
@@ -20,6 +20,8 @@ type jobRef struct {
 	attempt int64
 	job     int64
 	name    string
+	// completed says the job had completed when it was found.
+	completed bool
 }
 
 func (j *jobRef) String() string {
@@ -29,12 +31,23 @@ func (j *jobRef) String() string {
 // LogValue logs j as its String.
 func (j *jobRef) LogValue() slog.Value { return slog.StringValue(j.String()) }
 
+// ranOn reports whether j ran on runner id: its id and its name, since
+// GitHub's hosted runners have ids too, from a series of their own.
+func (a *api) ranOn(j *github.WorkflowJob, id int64) bool {
+	return j.GetRunnerID() == id && j.GetRunnerName() == a.runnerName
+}
+
 // searchers bounds how many job listings run at once.
 const searchers = 4
+
+// errNoJob says the job of a busy runner was not found.
+var errNoJob = errors.New("its job is not")
 
 // findJob returns the job that runner id is running, or nil if it runs
 // none: if GitHub says it is busy, or localBusy (run.sh printed that it
 // took a job), it is looked for among the jobs of the in-progress runs.
+// A busy runner whose job is not found is an error: the job must not be
+// taken for none.
 func (a *api) findJob(ctx context.Context, id int64, localBusy bool) (*jobRef, error) {
 	if !localBusy {
 		r, err := a.runner(ctx, id)
@@ -45,33 +58,59 @@ func (a *api) findJob(ctx context.Context, id int64, localBusy bool) (*jobRef, e
 			return nil, nil
 		}
 	}
-	return a.search(ctx, "in_progress", 100, func(j *github.WorkflowJob) bool {
-		return j.GetRunnerID() == id && j.GetStatus() != "completed"
+	j, err := a.search(ctx, "in_progress", 100, maxPages, func(j *github.WorkflowJob) bool {
+		return a.ranOn(j, id) && j.GetStatus() != "completed"
 	})
+	if j == nil && err == nil {
+		err = fmt.Errorf("runner %d is busy, but %w among the newest %d in-progress runs", id, errNoJob, 100*maxPages)
+	}
+	return j, err
 }
 
-// recentJob returns a job that runner id started after since, in an
-// in-progress run or, failing that, a failed one; nil if there is none.
-func (a *api) recentJob(ctx context.Context, id int64, since time.Time) (*jobRef, error) {
-	ran := func(j *github.WorkflowJob) bool {
-		return j.GetRunnerID() == id && !j.GetStartedAt().Before(since)
+// interruptedJob returns the newest job of runner id that still runs, or
+// that failed because the runner stopped under it; nil if there is none.
+// A job that failed by itself is not one.
+func (a *api) interruptedJob(ctx context.Context, id int64) (*jobRef, error) {
+	j, err := a.search(ctx, "in_progress", 100, maxPages, func(j *github.WorkflowJob) bool {
+		return a.ranOn(j, id) && (j.GetStatus() != "completed" || j.GetConclusion() == "failure")
+	})
+	if j == nil && err == nil {
+		j, err = a.search(ctx, "failure", recentFailed, 1, func(j *github.WorkflowJob) bool {
+			return a.ranOn(j, id) && j.GetConclusion() == "failure"
+		})
 	}
-	j, err := a.search(ctx, "in_progress", 100, ran)
-	if j != nil || err != nil {
+	if j == nil || err != nil || !j.completed {
 		return j, err
 	}
-	return a.search(ctx, "failure", recentFailed, ran)
+	return a.ifLost(ctx, j)
+}
+
+// ifLost returns j if GitHub's annotations say it failed because its
+// runner went away, nil if it failed by itself.
+func (a *api) ifLost(ctx context.Context, j *jobRef) (*jobRef, error) {
+	msgs, err := a.annotations(ctx, j.repo, j.job)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		for _, mark := range lostMarks {
+			if strings.Contains(m, mark) {
+				return j, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // search returns the first job that match accepts among the jobs of the
 // newest perPage runs of status, in each repository the runner serves.
-func (a *api) search(ctx context.Context, status string, perPage int, match func(*github.WorkflowJob) bool) (*jobRef, error) {
+func (a *api) search(ctx context.Context, status string, perPage, pages int, match func(*github.WorkflowJob) bool) (*jobRef, error) {
 	repos, err := a.repos(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, repo := range repos {
-		runs, err := a.runs(ctx, repo, status, perPage)
+		runs, err := a.runs(ctx, repo, status, perPage, pages)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +140,7 @@ func (a *api) searchRuns(ctx context.Context, repo repoRef, runs []*github.Workf
 			}
 			for _, j := range jobs {
 				if match(j) {
-					found[i] = &jobRef{repo: repo, run: run.GetID(), attempt: j.GetRunAttempt(), job: j.GetID(), name: j.GetName()}
+					found[i] = &jobRef{repo: repo, run: run.GetID(), attempt: j.GetRunAttempt(), job: j.GetID(), name: j.GetName(), completed: j.GetStatus() == "completed"}
 					return
 				}
 			}
@@ -136,36 +175,11 @@ const recentFailed = 20
 // runner going away (GitHub's annotation says so) and its run has not been
 // re-run since; nil otherwise. A job that failed by itself is not lost.
 func (a *api) lostJob(ctx context.Context, id int64) (*jobRef, error) {
-	repos, err := a.repos(ctx)
-	if err != nil {
+	j, err := a.search(ctx, "failure", recentFailed, 1, func(j *github.WorkflowJob) bool {
+		return a.ranOn(j, id) && j.GetConclusion() == "failure"
+	})
+	if j == nil || err != nil {
 		return nil, err
 	}
-	for _, repo := range repos {
-		runs, err := a.runs(ctx, repo, "failure", recentFailed)
-		if err != nil {
-			return nil, err
-		}
-		j, err := a.searchRuns(ctx, repo, runs, func(j *github.WorkflowJob) bool {
-			return j.GetRunnerID() == id && j.GetConclusion() == "failure"
-		})
-		if err != nil {
-			return nil, err
-		}
-		if j == nil {
-			continue
-		}
-		msgs, err := a.annotations(ctx, repo, j.job)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			for _, mark := range lostMarks {
-				if strings.Contains(m, mark) {
-					return j, nil
-				}
-			}
-		}
-		return nil, nil // its last job failed by itself
-	}
-	return nil, nil
+	return a.ifLost(ctx, j)
 }

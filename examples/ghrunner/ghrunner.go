@@ -119,7 +119,7 @@ func (g *ghrunner) setUp() (*termsig.Notice, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.child, err = startRunSh(g.o.runnerDir, g.out); err != nil {
+	if g.child, err = startRunSh(g.o.runnerDir, g.o.runAs, g.out); err != nil {
 		return nil, err
 	}
 	g.log.Info("ghrunner: run.sh started", "pid", g.child.pid, "runner_id", g.reg.ID)
@@ -167,6 +167,11 @@ func (g *ghrunner) prepare(ctx context.Context) error {
 		return err
 	}
 	if g.reg, err = g.configure(ctx, token); err != nil {
+		// config.sh may have registered the runner before it failed or
+		// was stopped by a notice: the cleanup must remove that.
+		if reg, _ := readRegistration(g.o.runnerDir); reg != nil {
+			g.reg = reg
+		}
 		return err
 	}
 	g.log.Info("ghrunner: registered", "runner_id", g.reg.ID, "name", g.o.name)
@@ -226,7 +231,7 @@ func (g *ghrunner) childExited() (int, bool) {
 		g.restarting = false
 		g.reloadKill.Stop()
 		g.log.Info("ghrunner: run.sh stopped for the restart", "status", g.child.status)
-		c, err := startRunSh(g.o.runnerDir, g.out)
+		c, err := startRunSh(g.o.runnerDir, g.o.runAs, g.out)
 		if err == nil {
 			g.child = c
 			g.log.Info("ghrunner: run.sh started again; registration kept", "pid", c.pid, "runner_id", g.reg.ID)
@@ -238,29 +243,51 @@ func (g *ghrunner) childExited() (int, bool) {
 	return g.ended(g.child.status), true
 }
 
-// ended handles run.sh ending by itself. After a clean end (an ephemeral
-// runner's one job, or the runner told to stop) the registration is
-// removed. After a failure it is left: the next start finds it offline,
-// re-runs a job it lost and removes it.
+// ended handles run.sh ending by itself. The real run.sh exits 0 however
+// its listener ended (a crash, its registration removed, a session
+// conflict), so its status tells nothing: only an ephemeral runner's end
+// after its one job is a clean one. Then the registration is removed (if
+// GitHub has not done it already) and ghrunner exits 0. Any other end is a
+// failure, exit 1, so that systemd starts ghrunner again; the
+// registration is left to that start, which finds it offline, re-runs a
+// job it lost, and removes it.
 func (g *ghrunner) ended(status int) int {
-	if status != 0 {
-		g.log.Error("ghrunner: run.sh failed; its registration is left for the next start to clean up", "status", status, "runner_id", g.reg.ID)
-		return status
+	if _, _, jobs := g.child.state(); !g.o.ephemeral || jobs == 0 {
+		g.log.Error("ghrunner: run.sh ended by itself; its registration is left for the next start to clean up", "status", status, "runner_id", g.reg.ID)
+		return exitFailed
 	}
-	g.log.Info("ghrunner: run.sh ended", "status", status, "ephemeral", g.o.ephemeral)
-	ctx, cancel := context.WithTimeout(context.Background(), g.o.stopTimeout)
-	defer cancel()
-	gone, err := g.api.removeRunner(ctx, g.reg.ID)
-	switch {
-	case err != nil:
+	g.log.Info("ghrunner: the ephemeral runner has run its job", "status", status)
+	if err := g.unregisterHeeding(); err != nil {
 		g.log.Error("ghrunner: cannot remove the registration", "runner_id", g.reg.ID, "err", err)
 		return exitFailed
-	case gone:
-		g.log.Info("ghrunner: the registration was gone already", "runner_id", g.reg.ID)
-	default:
-		g.log.Info("ghrunner: registration removed", "runner_id", g.reg.ID)
 	}
+	g.log.Info("ghrunner: registration removed", "runner_id", g.reg.ID)
 	return exitOK
+}
+
+// unregisterHeeding removes the registration within -stop-timeout, or by
+// the end of an imminent notice that comes meanwhile.
+func (g *ghrunner) unregisterHeeding() error {
+	ctx, cancel := context.WithTimeout(context.Background(), g.o.stopTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.unregister(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case nt, ok := <-g.notices:
+			if !ok {
+				g.notices = nil
+				continue
+			}
+			if nt.Kind.Imminent() {
+				g.log.Warn("ghrunner: imminent notice while removing the registration", "notice", nt)
+				t := time.AfterFunc(time.Until(g.endOf(nt)), cancel)
+				defer t.Stop()
+			}
+		}
+	}
 }
 
 func stoppedTimer() *time.Timer {

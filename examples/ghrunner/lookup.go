@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -53,22 +54,25 @@ func (g *ghrunner) lookUpJob(ctx context.Context, wg *sync.WaitGroup) {
 	g.lookedUp, g.lookedUpN = c, started
 	wg.Go(func() {
 		b := backoff.Backoff{Base: time.Second, Max: 4 * time.Second, Jitter: true}
+		var err error
 		for range lookupTries {
-			j, err := g.api.findJob(ctx, g.reg.ID, true)
-			switch {
-			case err != nil && ctx.Err() != nil:
+			var j *jobRef
+			j, err = g.api.findJob(ctx, g.reg.ID, true)
+			if ctx.Err() != nil {
 				return
-			case err != nil:
-				g.log.Warn("ghrunner: cannot look up the job run.sh took; a notice will", "err", err)
-				return
-			case j != nil:
+			}
+			if j != nil {
 				g.known.set(c, started, j)
 				g.log.Info("ghrunner: the runner runs", "job", j)
 				return
+			}
+			if !errors.Is(err, errNoJob) {
+				break // only a job GitHub does not show yet is looked for again
 			}
 			if !backoff.Sleep(ctx, b.Next()) {
 				return
 			}
 		}
+		g.log.Warn("ghrunner: cannot look up the job run.sh took; a notice will", "err", err)
 	})
 }

@@ -20,9 +20,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -41,10 +41,6 @@ const (
 	exitDeadline = 3 // the deadline came before the cleanup was done
 )
 
-// tokenEnv is the environment variable that holds the API token. It is
-// never passed on to config.sh or run.sh: the jobs would see it.
-const tokenEnv = "GITHUB_TOKEN"
-
 func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // options are the parsed flags.
@@ -53,7 +49,8 @@ type options struct {
 	org         string
 	apiURL      *url.URL
 	configURL   string // the --url config.sh gets: the repository's or organisation's page
-	token       string
+	token       *tokenSource
+	runAs       *runAs // -user: config.sh and run.sh run as this user
 	runnerDir   string
 	name        string
 	labels      string
@@ -62,6 +59,7 @@ type options struct {
 	margin      time.Duration
 	stopTimeout time.Duration
 	rerunAll    bool
+	maxAttempts int64         // a run is not re-run once it has had this many attempts
 	poll        time.Duration // how often the API is asked whether a run has completed
 	callTimeout time.Duration // the longest one API request may take
 	setupTime   time.Duration // the longest the start (stale registration, config.sh) may take
@@ -79,6 +77,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(stderr, o.logFormat)
+	if err := hideFromSameUser(); err != nil {
+		log.Warn("ghrunner: cannot hide its environment from processes of its user", "err", err)
+	}
 	srcs, err := pickSources(o, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "ghrunner:", err)
@@ -97,13 +98,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	host, _ := os.Hostname()
 	o := &options{}
-	var repo, apiURL, tokenFile, rerun string
+	var repo, apiURL, tokenFile, rerun, user string
 	fs.StringVar(&repo, "repo", "", "the repository the runner serves, as owner/name")
 	fs.StringVar(&o.org, "org", "", "the organisation the runner serves (instead of -repo)")
 	fs.StringVar(&apiURL, "url", "https://api.github.com/", "GitHub's REST API base URL; for GitHub Enterprise Server https://HOST/api/v3/")
 	fs.StringVar(&o.configURL, "config-url", "", "the --url given to config.sh (default: the repository's or organisation's page, derived from -url)")
 	fs.StringVar(&tokenFile, "token-file", "", "read the API token from this file (default: $"+tokenEnv+")")
 	fs.StringVar(&o.runnerDir, "runner-dir", "", "the unpacked actions/runner release (config.sh, run.sh)")
+	fs.StringVar(&user, "user", "", "run config.sh and run.sh, and so every job, as this user (ghrunner runs as root, so that no job can read its token)")
 	fs.StringVar(&o.name, "name", host, "the runner's name")
 	fs.StringVar(&o.labels, "labels", "", "extra runner labels, comma-separated")
 	fs.BoolVar(&o.ephemeral, "ephemeral", false, "register an ephemeral runner: it takes one job, then run.sh and ghrunner exit")
@@ -111,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.margin, "margin", 5*time.Second, "time kept before a notice's deadline: the cleanup ends this much earlier")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 80*time.Second, "the deadline of a notice that has none (SIGTERM, SIGINT), and the furthest one taken from a notice; keep it below systemd's TimeoutStopSec")
 	fs.StringVar(&rerun, "rerun", "failed", `what a re-run of the interrupted workflow run re-runs: "failed" (its failed and cancelled jobs) or "all"`)
+	fs.Int64Var(&o.maxAttempts, "max-attempts", 5, "do not re-run a run that has had this many attempts (a job that kills its machine is not re-run for ever)")
 	fs.DurationVar(&o.poll, "poll", time.Second, "how often the API is asked whether the cancelled run has completed")
 	fs.DurationVar(&o.callTimeout, "api-timeout", 10*time.Second, "the longest one API request may take before it is tried again")
 	fs.DurationVar(&o.setupTime, "setup-timeout", 3*time.Minute, "give up (exit 1) when the start (removing a stale registration, config.sh) takes longer")
@@ -125,8 +128,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := o.check(repo, apiURL, rerun); err != nil {
 		return nil, err
 	}
-	token, err := readToken(tokenFile)
-	o.token = token
+	var err error
+	if o.runAs, err = lookupUser(user); err != nil {
+		return nil, err
+	}
+	o.token, err = newTokenSource(tokenFile)
 	return o, err
 }
 
@@ -139,8 +145,8 @@ func (o *options) check(repo, apiURL, rerun string) error {
 		return errors.New("-runner-dir is required")
 	case o.name == "" || strings.ContainsAny(o.name, " \t\n,"):
 		return fmt.Errorf("-name %q: a runner name must be non-empty, without spaces or commas", o.name)
-	case o.margin < 0 || o.stopTimeout <= 0 || o.poll <= 0 || o.callTimeout <= 0 || o.setupTime <= 0:
-		return errors.New("-margin must not be negative; -stop-timeout, -poll, -api-timeout and -setup-timeout must be positive")
+	case o.margin < 0 || o.stopTimeout <= 0 || o.poll <= 0 || o.callTimeout <= 0 || o.setupTime <= 0 || o.maxAttempts <= 0:
+		return errors.New("-margin must not be negative; -stop-timeout, -poll, -api-timeout, -setup-timeout and -max-attempts must be positive")
 	case o.margin >= o.stopTimeout:
 		return fmt.Errorf("-margin (%v) must be shorter than -stop-timeout (%v)", o.margin, o.stopTimeout)
 	case rerun != "failed" && rerun != "all":
@@ -189,6 +195,9 @@ func parseAPIURL(s string) (*url.URL, error) {
 	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("-url %q: want an http(s) URL such as https://api.github.com/ or https://HOST/api/v3/", s)
 	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("-url %q: plain http would send the token in clear; only a loopback address may use it", s)
+	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"
 	}
@@ -210,39 +219,6 @@ func webURL(api *url.URL, path string) (string, error) {
 		return "", fmt.Errorf("-url %s: cannot tell the web address config.sh needs from it; give -config-url", api)
 	}
 	return strings.TrimSuffix(w.String(), "/") + "/" + path, nil
-}
-
-// maxToken bounds what is read from -token-file.
-const maxToken = 4096
-
-// readToken returns the API token from file, or from $GITHUB_TOKEN when
-// file is empty. The token is never logged.
-func readToken(file string) (string, error) {
-	tok := os.Getenv(tokenEnv)
-	src := "$" + tokenEnv
-	if file != "" {
-		f, err := os.Open(file)
-		if err != nil {
-			return "", fmt.Errorf("-token-file: %w", err)
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, maxToken+1))
-		if err != nil {
-			return "", fmt.Errorf("-token-file: %w", err)
-		}
-		if len(b) > maxToken {
-			return "", fmt.Errorf("-token-file %s: longer than %d bytes: not a token", file, maxToken)
-		}
-		tok, src = string(b), filepath.Base(file)
-	}
-	tok = strings.TrimSpace(tok)
-	switch {
-	case tok == "":
-		return "", fmt.Errorf("no API token: set $%s or give -token-file", tokenEnv)
-	case strings.ContainsAny(tok, " \t\r\n"):
-		return "", fmt.Errorf("the API token in %s has white space inside: not a token", src)
-	}
-	return tok, nil
 }
 
 // pickSources returns the notice sources. The signal source is always
@@ -271,6 +247,15 @@ func pickSources(o *options, log *slog.Logger) ([]termsig.Source, error) {
 		}
 	}
 	return append(srcs, signal.New()), nil
+}
+
+// loopback reports whether host is localhost or a loopback address.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func newLogger(w io.Writer, format string) *slog.Logger {

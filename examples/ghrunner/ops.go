@@ -126,19 +126,30 @@ func (a *api) repos(ctx context.Context) ([]repoRef, error) {
 }
 
 // runs lists repo's workflow runs of a status (or conclusion), newest
-// first, at most perPage of them.
-func (a *api) runs(ctx context.Context, repo repoRef, status string, perPage int) ([]*github.WorkflowRun, error) {
-	var wr *github.WorkflowRuns
-	err := a.call(ctx, fmt.Sprintf("list the %s runs of %s", status, repo), func(ctx context.Context) (r *github.Response, err error) {
-		wr, r, err = a.gh.Actions.ListRepositoryWorkflowRuns(ctx, repo.owner, repo.name, &github.ListWorkflowRunsOptions{
-			Status: status, ListOptions: github.ListOptions{PerPage: perPage},
+// first, perPage at a time, at most pages pages.
+func (a *api) runs(ctx context.Context, repo repoRef, status string, perPage, pages int) ([]*github.WorkflowRun, error) {
+	var all []*github.WorkflowRun
+	opts := &github.ListWorkflowRunsOptions{Status: status, ListOptions: github.ListOptions{PerPage: perPage}}
+	for page := 0; page < pages; page++ {
+		var wr *github.WorkflowRuns
+		var next int
+		err := a.call(ctx, fmt.Sprintf("list the %s runs of %s", status, repo), func(ctx context.Context) (r *github.Response, err error) {
+			wr, r, err = a.gh.Actions.ListRepositoryWorkflowRuns(ctx, repo.owner, repo.name, opts)
+			if r != nil {
+				next = r.NextPage
+			}
+			return r, err
 		})
-		return r, err
-	})
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, wr.WorkflowRuns...)
+		if next == 0 {
+			break
+		}
+		opts.Page = next
 	}
-	return wr.WorkflowRuns, nil
+	return all, nil
 }
 
 // jobs lists the jobs of run's latest attempt.
@@ -205,4 +216,18 @@ func (a *api) annotations(ctx context.Context, repo repoRef, job int64) ([]strin
 		msgs = append(msgs, an.GetMessage())
 	}
 	return msgs, err
+}
+
+// forceCancel cancels run id without waiting for its runners, which
+// GitHub otherwise does (a runner that is gone then holds the run until
+// GitHub gives it up as lost, minutes later). go-github has no method for
+// it.
+func (a *api) forceCancel(ctx context.Context, repo repoRef, id int64) error {
+	return a.call(ctx, fmt.Sprintf("force-cancel run %d of %s", id, repo), func(ctx context.Context) (*github.Response, error) {
+		req, err := a.gh.NewRequest("POST", fmt.Sprintf("repos/%v/%v/actions/runs/%v/force-cancel", repo.owner, repo.name, id), nil)
+		if err != nil {
+			return nil, err
+		}
+		return a.gh.Do(ctx, req, nil)
+	})
 }

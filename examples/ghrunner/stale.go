@@ -65,28 +65,38 @@ func (g *ghrunner) recoverStale(ctx context.Context, r *github.Runner) {
 		return
 	}
 	if r.GetBusy() {
-		g.log.Warn("ghrunner: the stale runner still counts as running a job: cancelling its run", "runner_id", id, "job", j)
+		// Its runner is gone: a plain cancel would wait for it.
+		g.log.Warn("ghrunner: the stale runner still counts as running a job: force-cancelling its run", "runner_id", id, "job", j)
 		wctx, cancel := context.WithTimeout(ctx, staleWait)
-		err = g.cancelAndWait(wctx, j)
+		err = g.api.forceCancel(wctx, j.repo, j.run)
+		if err == nil || alreadyCompleted(err) {
+			err = g.waitCompleted(wctx, j)
+		}
 		cancel()
 		if err != nil {
 			g.log.Warn("ghrunner: the stale runner's run did not end; not re-run", "job", j, "err", err)
 			return
 		}
 	}
-	if err := g.api.rerun(ctx, j.repo, j.run, g.o.rerunAll); err != nil {
+	if err := g.rerunRun(ctx, j); err != nil {
 		g.log.Warn("ghrunner: cannot re-run the stale runner's job", "job", j, "err", err)
 		return
 	}
-	g.log.Info("ghrunner: re-ran the job the stale runner lost", "runner_id", id, "job", j, "rerun", rerunWhat(g.o.rerunAll))
 }
 
-// cancelAndWait cancels j's run and waits until it has completed.
-func (g *ghrunner) cancelAndWait(ctx context.Context, j *jobRef) error {
-	if err := g.api.cancel(ctx, j.repo, j.run); err != nil && !alreadyCompleted(err) {
+// rerunRun re-runs j's run, unless it has had -max-attempts attempts (a
+// job that kills its machine, or forges the annotations of a lost one, is
+// not re-run for ever); that is logged, and not an error.
+func (g *ghrunner) rerunRun(ctx context.Context, j *jobRef) error {
+	if j.attempt >= g.o.maxAttempts {
+		g.log.Warn("ghrunner: the run is not re-run: it has had -max-attempts attempts", "job", j, "max_attempts", g.o.maxAttempts)
+		return nil
+	}
+	if err := g.api.rerun(ctx, j.repo, j.run, g.o.rerunAll); err != nil {
 		return err
 	}
-	return g.waitCompleted(ctx, j)
+	g.log.Info("ghrunner: re-run requested", "job", j, "rerun", rerunWhat(g.o.rerunAll), "new_attempt", j.attempt+1)
+	return nil
 }
 
 // waitCompleted asks every -poll whether j's run has completed.

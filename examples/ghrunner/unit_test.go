@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -30,7 +31,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "app", o.repo)
 	assert.Equal(t, "https://api.github.com/", o.apiURL.String())
 	assert.Equal(t, "https://github.com/acme/app", o.configURL)
-	assert.Equal(t, "ghp_secret", o.token)
+	assert.Equal(t, "ghp_secret", mustToken(t, o))
 	assert.False(t, o.rerunAll)
 
 	o, err = parseFlags([]string{"-org", "acme", "-url", "https://ghe.example.com/api/v3", "-runner-dir", "/opt/r", "-rerun", "all"}, io.Discard)
@@ -72,7 +73,18 @@ func TestToken(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("ghp_fromfile\n"), 0o600))
 	o, err := parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r", "-token-file", file}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, "ghp_fromfile", o.token)
+	assert.Equal(t, "ghp_fromfile", mustToken(t, o))
+
+	// A renewed token (a GitHub App's lasts an hour) is read again.
+	require.NoError(t, os.WriteFile(file, []byte("ghs_renewed-token\n"), 0o600))
+	require.NoError(t, os.Chtimes(file, time.Now(), time.Now().Add(time.Minute)))
+	assert.Equal(t, "ghs_renewed-token", mustToken(t, o))
+	// One that cannot be read keeps the last good one, with the error.
+	require.NoError(t, os.WriteFile(file, []byte(""), 0o600))
+	require.NoError(t, os.Chtimes(file, time.Now(), time.Now().Add(2*time.Minute)))
+	tok, err := o.token.get()
+	assert.Error(t, err)
+	assert.Equal(t, "ghs_renewed-token", tok)
 
 	require.NoError(t, os.WriteFile(file, []byte("ghp_a ghp_b"), 0o600))
 	_, err = parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r", "-token-file", file}, io.Discard)
@@ -82,6 +94,22 @@ func TestToken(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, bytes.Repeat([]byte("x"), maxToken+1), 0o600))
 	_, err = parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r", "-token-file", file}, io.Discard)
 	assert.ErrorContains(t, err, "not a token")
+}
+
+func mustToken(t *testing.T, o *options) string {
+	t.Helper()
+	tok, err := o.token.get()
+	require.NoError(t, err)
+	return tok
+}
+
+func TestPlainHTTPOnlyOnLoopback(t *testing.T) {
+	for _, ok := range []string{"http://127.0.0.1:8080/api/v3/", "http://[::1]/api/v3/", "http://localhost:1/api/v3/", "https://ghe.example.com/api/v3/"} {
+		_, err := parseAPIURL(ok)
+		assert.NoError(t, err, ok)
+	}
+	_, err := parseAPIURL("http://ghe.example.com/api/v3/")
+	assert.ErrorContains(t, err, "in clear")
 }
 
 func TestWebURL(t *testing.T) {
@@ -177,6 +205,18 @@ func TestLimitedBody(t *testing.T) {
 	assert.ErrorIs(t, err, errBodyTooLarge)
 }
 
+func TestChildIsNotFooledByAJobsName(t *testing.T) {
+	c := &child{changed: make(chan struct{}, 1)}
+	c.copyOutput(strings.NewReader(
+		"2026-11-30 18:00:05Z: Running job: Running job: x\n"+
+			"2026-11-30 18:00:06Z: Job Running job: x completed with result: Succeeded\n"+
+			"Running job: not the listener's line\n"), io.Discard)
+	busy, _, ended := c.state()
+	assert.False(t, busy)
+	assert.Equal(t, 1, ended)
+	assert.Equal(t, 1, c.jobsStarted())
+}
+
 // The listener's lines, as actions/runner 2.329 prints them.
 const listenerOutput = `√ Connected to GitHub
 
@@ -211,4 +251,10 @@ func TestChildLongLines(t *testing.T) {
 	assert.Equal(t, long+"no newline at the end", out.String())
 	busy, _, _ := c.state()
 	assert.False(t, busy)
+}
+
+func TestRunNotRerunPastMaxAttempts(t *testing.T) {
+	g := &ghrunner{o: &options{maxAttempts: 5}, log: slog.New(slog.DiscardHandler)}
+	// g.api is nil: a call would panic.
+	assert.NoError(t, g.rerunRun(t.Context(), &jobRef{run: 1, attempt: 5}))
 }
