@@ -107,7 +107,7 @@ type proc struct {
 func (w *world) start(extra ...string) *proc {
 	w.t.Helper()
 	cmd := exec.Command(ghrunnerBin, append(w.defaultArgs(), extra...)...)
-	cmd.Env = append(os.Environ(), tokenEnv+"="+testToken, "AWS_EC2_METADATA_SERVICE_ENDPOINT="+w.md.URL)
+	cmd.Env = append(os.Environ(), tokenEnv+"="+testToken, "AWS_EC2_METADATA_SERVICE_ENDPOINT="+w.md.URL, allowRootEnv+"=1")
 	p := &proc{t: w.t, cmd: cmd, stderr: newLogBuffer(), stdout: newLogBuffer(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	require.NoError(w.t, cmd.Start())

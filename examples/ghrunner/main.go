@@ -41,6 +41,10 @@ const (
 	exitDeadline = 3 // the deadline came before the cleanup was done
 )
 
+// allowRootEnv lets the runner run as root, as actions/runner's own
+// scripts have it.
+const allowRootEnv = "RUNNER_ALLOW_RUNASROOT"
+
 func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // options are the parsed flags.
@@ -131,6 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	var err error
 	if o.runAs, err = lookupUser(user); err != nil {
 		return nil, err
+	}
+	if o.runAs == nil && os.Geteuid() == 0 && os.Getenv(allowRootEnv) == "" {
+		return nil, fmt.Errorf("ghrunner runs as root: give -user, the user the runner and its jobs run as (run.sh refuses root unless $%s is set)", allowRootEnv)
 	}
 	o.token, err = newTokenSource(tokenFile)
 	return o, err

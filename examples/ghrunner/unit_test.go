@@ -25,6 +25,7 @@ import (
 
 func TestParseFlags(t *testing.T) {
 	t.Setenv(tokenEnv, "ghp_secret")
+	t.Setenv(allowRootEnv, "1")
 	o, err := parseFlags([]string{"-repo", "acme/app", "-runner-dir", "/opt/r", "-name", "spot-1"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "acme", o.owner)
@@ -43,6 +44,7 @@ func TestParseFlags(t *testing.T) {
 
 func TestParseFlagsRejects(t *testing.T) {
 	t.Setenv(tokenEnv, "ghp_secret")
+	t.Setenv(allowRootEnv, "1")
 	for _, args := range [][]string{
 		{"-runner-dir", "/r"}, // neither -repo nor -org
 		{"-repo", "a/b", "-org", "a", "-runner-dir", "/r"},
@@ -65,6 +67,7 @@ func TestParseFlagsRejects(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	t.Setenv(tokenEnv, "")
+	t.Setenv(allowRootEnv, "1")
 	_, err := parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r"}, io.Discard)
 	assert.ErrorContains(t, err, "no API token")
 
@@ -94,6 +97,19 @@ func TestToken(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, bytes.Repeat([]byte("x"), maxToken+1), 0o600))
 	_, err = parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r", "-token-file", file}, io.Discard)
 	assert.ErrorContains(t, err, "not a token")
+}
+
+func TestRootNeedsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("run the tests as root (CI does)")
+	}
+	t.Setenv(tokenEnv, "ghp_secret")
+	t.Setenv(allowRootEnv, "")
+	_, err := parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r"}, io.Discard)
+	assert.ErrorContains(t, err, "give -user")
+	o, err := parseFlags([]string{"-repo", "a/b", "-runner-dir", "/r", "-user", "nobody"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "nobody", o.runAs.name)
 }
 
 func mustToken(t *testing.T, o *options) string {
