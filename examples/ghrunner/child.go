@@ -28,10 +28,11 @@ type child struct {
 	status int
 
 	mu      sync.Mutex
-	busy    bool   // the listener said "Running job", and not yet that it completed
-	job     string // the job it said it runs
-	started int    // how many jobs it said it runs
-	ended   int    // how many jobs it said completed
+	busy    bool           // the listener said "Running job", and not yet that it completed
+	job     string         // the job it said it runs
+	started int            // how many jobs it said it runs
+	ended   int            // how many jobs it said completed
+	results map[int]string // the result it said of its n-th job
 	changed chan struct{}
 }
 
@@ -70,6 +71,10 @@ func startRunSh(dir string, as *runAs, out io.Writer) (*child, error) {
 	go func() {
 		err := cmd.Wait()
 		c.status = exitStatus(cmd.ProcessState, err)
+		// What run.sh left in its group (a job's background process that
+		// ignores SIGINT, as bash makes them) goes with it: nothing of a
+		// runner outlives its run.sh, across a restart or at the end.
+		c.kill()
 		_ = r.SetReadDeadline(time.Now().Add(outputGrace))
 		<-read
 		r.Close()
@@ -97,10 +102,10 @@ func (c *child) copyOutput(r io.Reader, out io.Writer) {
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
-			_, _ = out.Write(line)
 			if !long {
-				c.parse(line)
+				c.parse(line) // first: whoever reads the line sees its effect
 			}
+			_, _ = out.Write(line)
 			long = errors.Is(err, bufio.ErrBufferFull)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
@@ -124,7 +129,13 @@ func (c *child) parse(line []byte) {
 	line = bytes.TrimRight(line, "\r\n")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if completedLine.Match(line) {
+	if m := completedLine.FindSubmatch(line); m != nil {
+		if c.busy {
+			if c.results == nil {
+				c.results = map[int]string{}
+			}
+			c.results[c.started] = string(m[2])
+		}
 		c.busy, c.job = false, ""
 		c.ended++
 	} else if m := runningLine.FindSubmatch(line); m != nil {
@@ -145,6 +156,14 @@ func (c *child) state() (busy bool, job string, ended int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.busy, c.job, c.ended
+}
+
+// result returns what the listener said of the n-th job's end ("" while
+// it has not said).
+func (c *child) result(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.results[n]
 }
 
 // jobsStarted returns how many jobs the runner said it took.
@@ -173,5 +192,7 @@ func (c *child) interrupt() error {
 	return syscall.Kill(-c.pid, syscall.SIGINT)
 }
 
-// kill sends SIGKILL to run.sh's process group, what is left of it.
+// kill sends SIGKILL to run.sh's process group, what is left of it (once
+// run.sh has exited, right after: its group id is not reused while the
+// group has members).
 func (c *child) kill() { _ = syscall.Kill(-c.pid, syscall.SIGKILL) }

@@ -27,8 +27,10 @@ type drain struct {
 	killed  bool // run.sh had to be killed
 	// busyAtStop says run.sh had said it took a job and not that the job
 	// ended when it was interrupted: that job is interrupted too.
-	busyAtStop bool
-	done       chan int
+	busyAtStop    bool
+	noticeJob     *jobRef // the job found, when run.sh said it ran one at the notice
+	startedAtStop int     // jobsStarted() then
+	done          chan int
 
 	mu    sync.Mutex
 	end   time.Time     // all steps end by then: the deadline minus the margin
@@ -194,22 +196,39 @@ func (d *drain) since() string {
 // re-runs the job it lost.
 func (d *drain) run() int {
 	g := d.g
+	var jobs []*jobRef // the jobs to hand back
 	j := d.findJob()
+	if d.busy {
+		d.noticeJob = j // run.sh's job when the notice came
+	}
 	if j != nil {
 		_ = d.do(fmt.Sprintf("cancel run %d", j.run), func() error { return d.cancelRun(j) })
+		jobs = append(jobs, j)
 	}
+	lost := false // run.sh was stopped in a job that was not found
 	if d.child != nil {
 		_ = d.do("stop run.sh", d.stopChild)
-		if j == nil && g.reg != nil && d.busyAtStop {
-			if j = d.interruptedJob(); j != nil {
+		// The job run.sh was stopped in is not the one found when run.sh
+		// took a job since (or the search failed): look for it now. The
+		// job found is run.sh's job at the notice, or, when run.sh had
+		// not said it took one yet, the next.
+		seq := d.started
+		if !d.busy {
+			seq++
+		}
+		if g.reg != nil && d.busyAtStop && (j == nil || d.startedAtStop != seq) {
+			if late := d.interruptedJob(); late != nil {
+				jobs = append(jobs, late)
 				d.supersede("find the runner's job")
+			} else {
+				lost = true
 			}
 		}
 	}
 	var wg sync.WaitGroup
 	switch {
 	case g.reg == nil:
-	case j == nil && d.busyAtStop:
+	case lost:
 		d.record(step{
 			name: fmt.Sprintf("remove the registration of runner %d", g.reg.ID),
 			err:  fmt.Errorf("kept, so that the next start of a runner named %q re-runs the job run.sh was interrupted in, which was not found", g.o.name),
@@ -217,7 +236,7 @@ func (d *drain) run() int {
 	default:
 		wg.Go(func() { _ = d.do(fmt.Sprintf("remove the registration of runner %d", g.reg.ID), d.unregister) })
 	}
-	if j != nil {
+	for _, j := range jobs {
 		d.rerun(j)
 	}
 	wg.Wait()
@@ -291,6 +310,7 @@ func jobOrNone(j *jobRef) string {
 // exit, killing the group at the early end.
 func (d *drain) stopChild() error {
 	d.busyAtStop, _, _ = d.child.state()
+	d.startedAtStop = d.child.jobsStarted()
 	if err := d.child.interrupt(); err != nil {
 		d.g.log.Warn("ghrunner: cannot interrupt run.sh", "err", err)
 	}
@@ -348,7 +368,31 @@ func (d *drain) rerun(j *jobRef) {
 		d.record(step{name: fmt.Sprintf("re-run run %d", j.run), err: errors.New("not tried: the run has not completed")})
 		return
 	}
-	_ = d.do(fmt.Sprintf("re-run run %d", j.run), func() error { return g.rerunRun(d.endCtx, j) })
+	_ = d.do(fmt.Sprintf("re-run run %d", j.run), func() error {
+		// The job may have ended by itself before the cancel reached it:
+		// only one that was cancelled or lost is handed back.
+		if handBack, err := d.interrupted(j); err != nil || !handBack {
+			return err
+		}
+		return g.rerunRun(d.endCtx, j)
+	})
+}
+
+// interrupted reports whether j was cancelled or stopped rather than
+// ending by itself. For the job run.sh ran when the notice came, run.sh
+// said how it ended (Canceled when cancelled or stopped mid-way), or it
+// was still running when it was stopped; for another, GitHub is asked.
+func (d *drain) interrupted(j *jobRef) (bool, error) {
+	if j != d.noticeJob || d.child == nil {
+		return d.g.api.interrupted(d.endCtx, j)
+	}
+	switch res := d.child.result(d.started); res {
+	case "", "Canceled":
+		return true, nil
+	default:
+		d.g.log.Info("ghrunner: the job ended by itself before it was stopped: its run is not re-run", "job", j, "result", res)
+		return false, nil
+	}
 }
 
 // times returns the end and the spare.

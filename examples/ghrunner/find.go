@@ -85,6 +85,28 @@ func (a *api) interruptedJob(ctx context.Context, id int64) (*jobRef, error) {
 	return a.ifLost(ctx, j)
 }
 
+// interrupted reports whether j, completed, was cancelled, or failed
+// because its runner went away: not when it succeeded or failed by itself.
+func (a *api) interrupted(ctx context.Context, j *jobRef) (bool, error) {
+	var wj *github.WorkflowJob
+	err := a.call(ctx, fmt.Sprintf("get job %d of %s", j.job, j.repo), func(ctx context.Context) (r *github.Response, err error) {
+		wj, r, err = a.gh.Actions.GetWorkflowJobByID(ctx, j.repo.owner, j.repo.name, j.job)
+		return r, err
+	})
+	if err != nil {
+		return false, err
+	}
+	switch wj.GetConclusion() {
+	case "cancelled":
+		return true, nil
+	case "failure":
+		lost, err := a.ifLost(ctx, j)
+		return lost != nil, err
+	}
+	a.log.Info("ghrunner: the job ended by itself before it was stopped: its run is not re-run", "job", j, "conclusion", wj.GetConclusion())
+	return false, nil
+}
+
 // ifLost returns j if GitHub's annotations say it failed because its
 // runner went away, nil if it failed by itself.
 func (a *api) ifLost(ctx context.Context, j *jobRef) (*jobRef, error) {

@@ -46,7 +46,7 @@ func (g *ghrunner) run() int {
 	case nt != nil:
 		g.log.Warn("ghrunner: imminent notice while starting: cleaning up", "notice", *nt)
 		g.startDrain(*nt)
-		return <-g.drain.done
+		return g.awaitDrain()
 	case err != nil:
 		g.log.Error("ghrunner: cannot start the runner", "err", err)
 		return exitFailed
@@ -80,6 +80,23 @@ func (g *ghrunner) run() int {
 			g.log.Warn("ghrunner: run.sh did not stop for the restart: SIGKILL to its process group", "pgid", g.child.pid)
 			g.child.kill()
 		case code := <-drained:
+			return code
+		}
+	}
+}
+
+// awaitDrain waits for the cleanup's end, handing it later notices (an
+// earlier deadline brings its end forward).
+func (g *ghrunner) awaitDrain() int {
+	for {
+		select {
+		case nt, ok := <-g.notices:
+			if !ok {
+				g.notices = nil
+				continue
+			}
+			g.notice(nt)
+		case code := <-g.drain.done:
 			return code
 		}
 	}
@@ -200,6 +217,12 @@ func (g *ghrunner) requestReload(nt termsig.Notice) {
 		g.log.Info("ghrunner: a restart of run.sh is already under way", "notice", nt)
 		return
 	}
+	if g.o.ephemeral {
+		// Its run.sh ends after its one job anyway; started again, it would
+		// find its registration gone.
+		g.log.Info("ghrunner: reload: an ephemeral runner is not restarted", "notice", nt)
+		return
+	}
 	g.reloading = true
 	if busy, job, _ := g.child.state(); busy {
 		g.log.Info("ghrunner: reload: restarting run.sh once its job ends", "job", job, "notice", nt)
@@ -272,6 +295,12 @@ func (g *ghrunner) unregisterHeeding() error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- g.unregister(ctx) }()
+	var seen []termsig.Notice
+	defer func() {
+		for _, nt := range seen {
+			(&drain{g: g, nt: nt}).release()
+		}
+	}()
 	for {
 		select {
 		case err := <-done:
@@ -283,6 +312,7 @@ func (g *ghrunner) unregisterHeeding() error {
 			}
 			if nt.Kind.Imminent() {
 				g.log.Warn("ghrunner: imminent notice while removing the registration", "notice", nt)
+				seen = append(seen, nt)
 				t := time.AfterFunc(time.Until(g.endOf(nt)), cancel)
 				defer t.Stop()
 			}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -186,9 +187,30 @@ func (p *proc) runShPids() []int {
 	return pids
 }
 
-// groupGone reports whether no process is left in process group pgid.
+// groupGone reports whether no live process is left in process group
+// pgid. Where /proc tells, a zombie (dead, not yet reaped by whatever
+// adopted it) does not count.
 func groupGone(pgid int) bool {
-	return syscall.Kill(-pgid, 0) == syscall.ESRCH
+	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+		return true
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces.
+		_, rest, _ := strings.Cut(string(b), ") ")
+		fields := strings.Fields(rest)
+		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) && fields[0] != "Z" {
+			return false
+		}
+	}
+	return true
 }
 
 // await waits on the fake GitHub until cond holds.
