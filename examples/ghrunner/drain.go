@@ -218,7 +218,11 @@ func (d *drain) run() int {
 		}
 		if g.reg != nil && d.busyAtStop && (j == nil || d.startedAtStop != seq) {
 			if late := d.interruptedJob(); late != nil {
-				jobs = append(jobs, late)
+				if j != nil && late.run == j.run {
+					jobs[0] = late // one re-run per run, for the job that was stopped
+				} else {
+					jobs = append(jobs, late)
+				}
 				d.supersede("find the runner's job")
 			} else {
 				lost = true
