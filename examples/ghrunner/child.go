@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,8 +22,9 @@ import (
 // standard output ghrunner copies to its own, reading from it whether the
 // runner is running a job.
 type child struct {
-	pid  int
-	done chan struct{} // closed once run.sh has exited and its output is read
+	pid    int
+	done   chan struct{} // closed once run.sh has exited and its output is read
+	reaped atomic.Bool   // run.sh has exited and its group was killed
 	// status is run.sh's exit status (128+N for signal N), set before done
 	// is closed.
 	status int
@@ -75,6 +77,7 @@ func startRunSh(dir string, as *runAs, out io.Writer) (*child, error) {
 		// ignores SIGINT, as bash makes them) goes with it: nothing of a
 		// runner outlives its run.sh, across a restart or at the end.
 		c.kill()
+		c.reaped.Store(true) // no SIGKILL to its group id after this one
 		_ = r.SetReadDeadline(time.Now().Add(outputGrace))
 		<-read
 		r.Close()
@@ -192,7 +195,11 @@ func (c *child) interrupt() error {
 	return syscall.Kill(-c.pid, syscall.SIGINT)
 }
 
-// kill sends SIGKILL to run.sh's process group, what is left of it (once
-// run.sh has exited, right after: its group id is not reused while the
-// group has members).
-func (c *child) kill() { _ = syscall.Kill(-c.pid, syscall.SIGKILL) }
+// kill sends SIGKILL to run.sh's process group. Once run.sh has been
+// reaped it does so once more only, at once (the group id is not reused
+// while the group has members), never later: the id may have been reused.
+func (c *child) kill() {
+	if !c.reaped.Load() {
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+	}
+}

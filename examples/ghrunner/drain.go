@@ -23,18 +23,15 @@ type drain struct {
 	busy  bool   // run.sh said it runs a job
 	// started is how many jobs run.sh had said it took when the drain
 	// began: the job looked up when it started is known for that count.
-	started int
-	killed  bool // run.sh had to be killed
-	// busyAtStop says run.sh had said it took a job and not that the job
-	// ended when it was interrupted: that job is interrupted too.
-	busyAtStop    bool
-	noticeJob     *jobRef // the job found, when run.sh said it ran one at the notice
-	startedAtStop int     // jobsStarted() then
-	done          chan int
+	started   int
+	killed    bool    // run.sh had to be killed
+	noticeJob *jobRef // the job found, when run.sh said it ran one at the notice
+	done      chan int
 
 	mu    sync.Mutex
-	end   time.Time     // all steps end by then: the deadline minus the margin
-	spare time.Duration // kept after run.sh's SIGKILL for re-running and removing
+	later []termsig.Notice // the imminent notices that came during the drain
+	end   time.Time        // all steps end by then: the deadline minus the margin
+	spare time.Duration    // kept after run.sh's SIGKILL for re-running and removing
 	// endCtx ends at end, earlyCtx at end minus spare (when run.sh gets
 	// SIGKILL); their timers move when the end does.
 	endCtx, earlyCtx     movingDeadline
@@ -132,6 +129,7 @@ func (d *drain) tighten(nt termsig.Notice) {
 	end := d.g.endOf(nt)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.later = append(d.later, nt)
 	if !end.Before(d.end) {
 		d.g.log.Info("ghrunner: another imminent notice; the end stays", "notice", nt, "end_in", time.Until(d.end).Round(time.Millisecond))
 		return
@@ -208,26 +206,7 @@ func (d *drain) run() int {
 	lost := false // run.sh was stopped in a job that was not found
 	if d.child != nil {
 		_ = d.do("stop run.sh", d.stopChild)
-		// The job run.sh was stopped in is not the one found when run.sh
-		// took a job since (or the search failed): look for it now. The
-		// job found is run.sh's job at the notice, or, when run.sh had
-		// not said it took one yet, the next.
-		seq := d.started
-		if !d.busy {
-			seq++
-		}
-		if g.reg != nil && d.busyAtStop && (j == nil || d.startedAtStop != seq) {
-			if late := d.interruptedJob(); late != nil {
-				if j != nil && late.run == j.run {
-					jobs[0] = late // one re-run per run, for the job that was stopped
-				} else {
-					jobs = append(jobs, late)
-				}
-				d.supersede("find the runner's job")
-			} else {
-				lost = true
-			}
-		}
+		jobs, lost = d.afterStop(j, jobs)
 	}
 	var wg sync.WaitGroup
 	switch {
@@ -245,6 +224,39 @@ func (d *drain) run() int {
 	}
 	wg.Wait()
 	return d.summary()
+}
+
+// afterStop looks at what run.sh said, all of it now that it has exited:
+// its last job, if it was stopped in it or cancelled, is to be handed
+// back. When that is not the job j found at the notice (run.sh took it
+// since, or the search failed), it is looked for now, and added to jobs;
+// lost says it was not found. The job found is run.sh's job at the
+// notice, or, when run.sh had not said it took one yet, the next.
+func (d *drain) afterStop(j *jobRef, jobs []*jobRef) ([]*jobRef, bool) {
+	last := d.child.jobsStarted()
+	res := d.child.result(last)
+	stoppedIn := (last > d.started || d.busy) && (res == "" || res == "Canceled")
+	seq := d.started
+	if !d.busy {
+		seq++
+	}
+	if j == nil && !stoppedIn {
+		d.supersede("find the runner's job") // it had no job to hand back
+	}
+	if d.g.reg == nil || !stoppedIn || (j != nil && last == seq) {
+		return jobs, false
+	}
+	late := d.interruptedJob()
+	switch {
+	case late == nil:
+		return jobs, true
+	case j != nil && late.run == j.run:
+		jobs[0] = late // one re-run per run, for the job that was stopped
+	default:
+		jobs = append(jobs, late)
+	}
+	d.supersede("find the runner's job")
+	return jobs, false
 }
 
 // findJob returns the job run.sh runs: the one looked up when it started,
@@ -294,11 +306,16 @@ func (d *drain) interruptedJob() *jobRef {
 	return j
 }
 
-// cancelRun cancels j's run; one that has completed needs none.
+// cancelRun cancels j's run; one that has completed needs none. When
+// GitHub accepts the cancel, the run had jobs left to run, which the cancel
+// ends: the run is then handed back whatever became of j.
 func (d *drain) cancelRun(j *jobRef) error {
 	err := d.g.api.cancel(d.earlyCtx, j.repo, j.run)
-	if alreadyCompleted(err) {
+	switch {
+	case alreadyCompleted(err):
 		return nil
+	case err == nil:
+		j.cancelled = true
 	}
 	return err
 }
@@ -313,8 +330,6 @@ func jobOrNone(j *jobRef) string {
 // stopChild interrupts run.sh's process group and waits for run.sh to
 // exit, killing the group at the early end.
 func (d *drain) stopChild() error {
-	d.busyAtStop, _, _ = d.child.state()
-	d.startedAtStop = d.child.jobsStarted()
 	if err := d.child.interrupt(); err != nil {
 		d.g.log.Warn("ghrunner: cannot interrupt run.sh", "err", err)
 	}
@@ -382,11 +397,15 @@ func (d *drain) rerun(j *jobRef) {
 	})
 }
 
-// interrupted reports whether j was cancelled or stopped rather than
+// interrupted reports whether j's run is to be handed back: ghrunner's
+// cancel ended jobs of it, or j was cancelled or stopped rather than
 // ending by itself. For the job run.sh ran when the notice came, run.sh
 // said how it ended (Canceled when cancelled or stopped mid-way), or it
 // was still running when it was stopped; for another, GitHub is asked.
 func (d *drain) interrupted(j *jobRef) (bool, error) {
+	if j.cancelled {
+		return true, nil
+	}
 	if j != d.noticeJob || d.child == nil {
 		return d.g.api.interrupted(d.endCtx, j)
 	}
@@ -452,15 +471,21 @@ func (d *drain) summary() int {
 	return exitDeadline
 }
 
-// release tells the notice's source that ghrunner is done (logind's
-// delay lock lets the shutdown go on at once).
+// release tells the sources of the notice and of the later ones that
+// ghrunner is done (logind's delay lock lets the shutdown go on at once;
+// Azure's event starts).
 func (d *drain) release() {
 	if d.g.release == nil {
 		return
 	}
+	d.mu.Lock()
+	nts := append([]termsig.Notice{d.nt}, d.later...)
+	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := d.g.release(ctx, d.nt); err != nil {
-		d.g.log.Warn("ghrunner: release", "notice", d.nt, "err", err)
+	for _, nt := range nts {
+		if err := d.g.release(ctx, nt); err != nil {
+			d.g.log.Warn("ghrunner: release", "notice", nt, "err", err)
+		}
 	}
 }

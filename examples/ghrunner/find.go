@@ -22,6 +22,8 @@ type jobRef struct {
 	name    string
 	// completed says the job had completed when it was found.
 	completed bool
+	// cancelled says ghrunner's cancel of its run was accepted.
+	cancelled bool
 }
 
 func (j *jobRef) String() string {
