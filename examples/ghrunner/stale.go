@@ -26,7 +26,7 @@ func (g *ghrunner) removeStale(ctx context.Context, local *registration) error {
 	for _, r := range rs {
 		own := local != nil && local.ID == r.GetID()
 		if r.GetStatus() != "offline" && !own {
-			return fmt.Errorf("a runner named %q is %s (id %d) and is not this machine's (its %s records another): give each machine its own -name", g.o.name, r.GetStatus(), r.GetID(), runnerFile)
+			return fmt.Errorf("a runner named %q is %s (id %d) and is not this machine's (this runner directory's %s does not record it): give each machine its own -name", g.o.name, r.GetStatus(), r.GetID(), runnerFile)
 		}
 		g.log.Info("ghrunner: removing a stale registration", "runner_id", r.GetID(), "status", r.GetStatus(), "busy", r.GetBusy(), "this_directory", own)
 		g.recoverStale(ctx, r)
