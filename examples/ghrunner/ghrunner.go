@@ -58,29 +58,25 @@ func (g *ghrunner) run() int {
 	defer wg.Wait()
 	defer stopLookups()
 	for {
-		var drained chan int
-		if g.drain != nil {
-			drained = g.drain.done
-		}
 		select {
 		case nt, ok := <-g.notices:
 			if !ok {
 				g.notices = nil
 				continue
 			}
-			g.notice(nt)
+			if g.notice(nt); g.drain != nil {
+				return g.awaitDrain() // the drain has run.sh now
+			}
 		case <-g.child.changed:
 			g.maybeRestart()
 			g.lookUpJob(lookups, &wg)
-		case <-g.childDone():
+		case <-g.child.done:
 			if code, end := g.childExited(); end {
 				return code
 			}
 		case <-g.reloadKill.C:
 			g.log.Warn("ghrunner: run.sh did not stop for the restart: SIGKILL to its process group", "pgid", g.child.pid)
 			g.child.kill()
-		case code := <-drained:
-			return code
 		}
 	}
 }
@@ -100,15 +96,6 @@ func (g *ghrunner) awaitDrain() int {
 			return code
 		}
 	}
-}
-
-// childDone is run.sh's done channel while ghrunner acts on its exit; once
-// a drain has begun, the drain does.
-func (g *ghrunner) childDone() <-chan struct{} {
-	if g.drain != nil {
-		return nil
-	}
-	return g.child.done
 }
 
 // setUp runs the start: a stale registration of the same name removed
@@ -233,7 +220,7 @@ func (g *ghrunner) requestReload(nt termsig.Notice) {
 
 // maybeRestart restarts run.sh for a pending reload once it runs no job.
 func (g *ghrunner) maybeRestart() {
-	if !g.reloading || g.drain != nil {
+	if !g.reloading {
 		return
 	}
 	if busy, _, _ := g.child.state(); busy {

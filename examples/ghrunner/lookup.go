@@ -48,7 +48,7 @@ func (g *ghrunner) lookUpJob(ctx context.Context, wg *sync.WaitGroup) {
 	c := g.child
 	busy, _, _ := c.state()
 	started := c.jobsStarted()
-	if !busy || g.drain != nil || (g.lookedUp == c && g.lookedUpN == started) {
+	if !busy || (g.lookedUp == c && g.lookedUpN == started) {
 		return
 	}
 	g.lookedUp, g.lookedUpN = c, started

@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
+	"regexp"
 
 	"github.com/google/go-github/v75/github"
 )
@@ -118,12 +118,16 @@ func (a *api) repos(ctx context.Context) ([]repoRef, error) {
 	}
 	refs := make([]repoRef, 0, len(rs))
 	for _, r := range rs {
-		if name := r.GetName(); name != "" && !strings.Contains(name, "/") {
+		if name := r.GetName(); repoName.MatchString(name) && name != "." && name != ".." {
 			refs = append(refs, repoRef{a.org, name})
 		}
 	}
 	return refs, nil
 }
+
+// repoName is what GitHub allows in a repository's name; another name
+// from the API, put in a request's path, could make it another request.
+var repoName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 
 // runs lists repo's workflow runs of a status (or conclusion), newest
 // first, perPage at a time, at most pages pages.

@@ -274,3 +274,12 @@ func TestRunNotRerunPastMaxAttempts(t *testing.T) {
 	// g.api is nil: a call would panic.
 	assert.NoError(t, g.rerunRun(t.Context(), &jobRef{run: 1, attempt: 5}))
 }
+
+func TestRepoNamesFromTheAPIAreChecked(t *testing.T) {
+	for _, ok := range []string{"app", "my.repo", "a-b_c", ".github"} {
+		assert.True(t, repoName.MatchString(ok), ok)
+	}
+	for _, bad := range []string{"", "a/b", "..%2f", "a?b", "a#b", "a b", strings.Repeat("x", 101)} {
+		assert.False(t, repoName.MatchString(bad), bad)
+	}
+}
