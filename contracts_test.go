@@ -41,7 +41,7 @@ func TestReadyWaitsForEveryFirstLook(t *testing.T) {
 	slow := termsigtest.NewFake("slow")
 	slow.HoldReady()
 	quick := termsigtest.NewFake("quick")
-	plain := &scripted{name: "plain"} // not a ReadyReporter: ready when started
+	plain := &scripted{name: "plain"} // ready as soon as it starts
 	n := quiet().New(slow, quick, plain)
 	defer n.Stop()
 	<-slow.Started()
@@ -70,12 +70,12 @@ func TestReadyWhenSourcesEnd(t *testing.T) {
 	none.Stop()
 }
 
-// neverReady is a local ReadyReporter that never calls Ready.
+// neverReady is a source whose first look is local and never calls Ready.
 type neverReady struct{}
 
-func (neverReady) Name() string       { return "stuck-setup" }
-func (neverReady) ReportsReady() bool { return true }
-func (neverReady) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
+func (neverReady) Name() string           { return "stuck-setup" }
+func (neverReady) Traits() termsig.Traits { return termsig.Traits{LocalFirstLook: true} }
+func (neverReady) Watch(ctx context.Context, _ *termsig.Run) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -94,8 +94,8 @@ func TestNewWaitsForLocalReadyAtMostReadyTimeout(t *testing.T) {
 	notClosed(t, n.Ready(), "Ready with a source that never got ready")
 }
 
-func TestNewDoesNotWaitForNetworkReadyReporters(t *testing.T) {
-	f := termsigtest.NewFake("metadata") // ReportsReady false: its first look is remote
+func TestNewDoesNotWaitForSourcesWhoseFirstLookIsRemote(t *testing.T) {
+	f := termsigtest.NewFake("metadata") // zero Traits: its first look is remote
 	f.HoldReady()
 	n := termsig.Config{Logger: slog.New(slog.DiscardHandler), ReadyTimeout: time.Hour}.New(f)
 	defer n.Stop()
@@ -154,7 +154,7 @@ func newStuck(name string) *stuck {
 }
 
 func (s *stuck) Name() string { return s.name }
-func (s *stuck) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
+func (s *stuck) Watch(ctx context.Context, _ *termsig.Run) error {
 	close(s.started)
 	<-s.release
 	return ctx.Err()
@@ -250,32 +250,75 @@ func TestStopIsNotLoggedAsLosingPlatformSources(t *testing.T) {
 	assert.Equal(t, 0, logs.CountLevel(slog.LevelError))
 }
 
-// localFake is a Fake that counts as a LocalSource, as the signal source does.
+// localFake is a Fake whose notices concern only this process, as the
+// signal source's do.
 type localFake struct{ *termsigtest.Fake }
 
-func (localFake) OnlyLocal() {}
+func (localFake) Traits() termsig.Traits { return termsig.Traits{Local: true} }
 
-func TestReportErrorAfterEndIsIgnored(t *testing.T) {
-	// A source that reports after it returned (a goroutine it left behind)
-	// does not overwrite the state the Notifier recorded.
-	var leaked context.Context
-	s := &ctxGrabber{got: make(chan context.Context, 1)}
-	n := quiet().New(s)
-	leaked = <-s.got
+func TestRunAfterWatchReturnedChangesNothing(t *testing.T) {
+	// A source that reports or sends after it returned (a goroutine it left
+	// behind) neither overwrites the state the Notifier recorded nor
+	// reaches C, and the late send is logged as a broken contract.
+	logs := testlog.New()
+	s := &runGrabber{got: make(chan *termsig.Run, 1)}
+	n := termsig.Config{Logger: logs.Logger()}.New(s)
+	leaked := <-s.got
 	n.Stop()
-	termsig.ReportError(leaked, errors.New("late"))
+	leaked.Report(errors.New("late"))
+	leaked.Heard()
+	leaked.Ready()
+	err := leaked.Send(context.Background(), termsig.Notice{Kind: termsig.Terminate})
+	assert.Error(t, err)
+	rec := logs.WaitFor(t, "termsig: source sent a notice after its Watch returned; notice dropped", 1)
+	assert.Equal(t, slog.LevelError, rec.Level)
 	st := n.Status()[0]
 	assert.Equal(t, termsig.StateStopped, st.State)
 	assert.NoError(t, st.Err)
+	assert.Zero(t, st.Notices)
+	assert.True(t, st.LastHeard.IsZero())
+	_, ok := <-n.C()
+	assert.False(t, ok, "nothing reached C")
 }
 
-type ctxGrabber struct{ got chan context.Context }
+func TestSendAfterWatchReturnedBeforeStopIsDropped(t *testing.T) {
+	logs := testlog.New()
+	s := &runGrabber{got: make(chan *termsig.Run, 1), early: true}
+	n := termsig.Config{Logger: logs.Logger()}.New(s, termsigtest.NewFake("other"))
+	defer n.Stop()
+	leaked := <-s.got
+	logs.WaitFor(t, "termsig: source returned before Stop", 1)
+	assert.Error(t, leaked.Send(context.Background(), termsig.Notice{Kind: termsig.Terminate}))
+	logs.WaitFor(t, "termsig: source sent a notice after its Watch returned; notice dropped", 1)
+	select {
+	case nt := <-n.C():
+		t.Fatalf("a notice sent after Watch returned reached C: %v", nt)
+	default:
+	}
+}
 
-func (s *ctxGrabber) Name() string { return "grabber" }
-func (s *ctxGrabber) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
-	s.got <- ctx
+// runGrabber hands its Run to the test, then waits for ctx or, if early,
+// returns at once.
+type runGrabber struct {
+	got   chan *termsig.Run
+	early bool
+}
+
+func (s *runGrabber) Name() string { return "grabber" }
+func (s *runGrabber) Watch(ctx context.Context, r *termsig.Run) error {
+	r.Ready()
+	s.got <- r
+	if s.early {
+		return nil
+	}
 	<-ctx.Done()
 	return nil
+}
+
+func TestSourcesWithOneNameAreRefused(t *testing.T) {
+	assert.PanicsWithValue(t, `termsig: sources at index 0 and 2 are both named "imds"`, func() {
+		termsig.New(termsigtest.NewFake("imds"), termsigtest.NewFake("signal"), termsigtest.NewFake("imds"))
+	})
 }
 
 func TestNotifyContextKeepsSourcesUntilStop(t *testing.T) {
@@ -306,15 +349,12 @@ func TestNotifyContextKeepsSourcesUntilStop(t *testing.T) {
 // sendThenReady sends its notice, then calls Ready, then waits.
 type sendThenReady struct{ nt termsig.Notice }
 
-func (s sendThenReady) Name() string       { return "posted" }
-func (s sendThenReady) ReportsReady() bool { return false }
-func (s sendThenReady) Watch(ctx context.Context, out chan<- termsig.Notice) error {
-	select {
-	case out <- s.nt:
-	case <-ctx.Done():
-		return ctx.Err()
+func (s sendThenReady) Name() string { return "posted" }
+func (s sendThenReady) Watch(ctx context.Context, r *termsig.Run) error {
+	if err := r.Send(ctx, s.nt); err != nil {
+		return err
 	}
-	termsig.Ready(ctx)
+	r.Ready()
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -351,13 +391,9 @@ func TestStatusIsFinalWhenReadyCloses(t *testing.T) {
 // sendThenReturn sends its notice and returns, without calling Ready.
 type sendThenReturn struct{}
 
-func (sendThenReturn) Name() string       { return "brief" }
-func (sendThenReturn) ReportsReady() bool { return false }
-func (sendThenReturn) Watch(ctx context.Context, out chan<- termsig.Notice) error {
-	select {
-	case out <- termsig.Notice{Kind: termsig.Terminate}:
-	case <-ctx.Done():
-	}
+func (sendThenReturn) Name() string { return "brief" }
+func (sendThenReturn) Watch(ctx context.Context, r *termsig.Run) error {
+	_ = r.Send(ctx, termsig.Notice{Kind: termsig.Terminate})
 	return nil
 }
 
@@ -379,9 +415,8 @@ func TestNoticesOfAReturnedSourceAreOnCWhenReadyCloses(t *testing.T) {
 // test's source does.
 type goexiter struct{}
 
-func (goexiter) Name() string       { return "goexit" }
-func (goexiter) ReportsReady() bool { return false }
-func (goexiter) Watch(context.Context, chan<- termsig.Notice) error {
+func (goexiter) Name() string { return "goexit" }
+func (goexiter) Watch(context.Context, *termsig.Run) error {
 	runtime.Goexit()
 	return nil
 }
@@ -434,13 +469,13 @@ func TestLogHandlerMayCallStatus(t *testing.T) {
 	closed(t, h.seen, "the handler's Status call")
 }
 
-// localReady is a local ReadyReporter that is ready at once.
+// localReady is a source whose first look is local and is ready at once.
 type localReady struct{}
 
-func (localReady) Name() string       { return "local" }
-func (localReady) ReportsReady() bool { return true }
-func (localReady) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
-	termsig.Ready(ctx)
+func (localReady) Name() string           { return "local" }
+func (localReady) Traits() termsig.Traits { return termsig.Traits{LocalFirstLook: true} }
+func (localReady) Watch(ctx context.Context, r *termsig.Run) error {
+	r.Ready()
 	<-ctx.Done()
 	return nil
 }

@@ -95,9 +95,9 @@ func TestStopWhileConsumerNeverReads(t *testing.T) {
 			s.notices = append(s.notices, termsig.Notice{Kind: termsig.Terminate, Reason: fmt.Sprint(i)})
 		}
 		n := termsig.Config{Buffer: 1}.New(s)
-		// The first notice fills C's buffer, the Notifier holds the second,
-		// and the source is blocked sending the third.
-		for want := range 3 {
+		// The first notice fills C's buffer, and the source is blocked
+		// sending the second.
+		for want := range 2 {
 			select {
 			case i := <-s.trying:
 				require.Equal(t, want, i)
@@ -219,7 +219,7 @@ func TestLastSourceEndingIsLogged(t *testing.T) {
 	assert.Equal(t, 1, logs.Count("termsig: source returned before Stop"))
 }
 
-func TestReportErrorShowsInStatusAndLogsOncePerChange(t *testing.T) {
+func TestReportShowsInStatusAndLogsOncePerChange(t *testing.T) {
 	logs := testlog.New()
 	unreachable := errors.New("metadata service unreachable")
 	s := &scripted{name: "flaky", reports: []error{unreachable, unreachable, unreachable}}
@@ -241,10 +241,6 @@ func TestReportErrorShowsInStatusAndLogsOncePerChange(t *testing.T) {
 
 	assert.Equal(t, 1, logs.Count("termsig: source error, retrying"))
 	assert.Equal(t, 1, logs.Count("termsig: source healthy again"))
-}
-
-func TestReportErrorOutsideNotifierIsHarmless(t *testing.T) {
-	termsig.ReportError(context.Background(), errors.New("nobody listens"))
 }
 
 func TestStateString(t *testing.T) {
@@ -272,18 +268,17 @@ type scripted struct {
 
 func (s *scripted) Name() string { return s.name }
 
-func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err error) {
+func (s *scripted) Watch(ctx context.Context, r *termsig.Run) (err error) {
 	if s.ret != nil {
 		defer func() { s.ret <- err }()
 	}
+	r.Ready()
 	send := func(i int, n termsig.Notice) error {
 		if s.trying != nil {
 			s.trying <- i
 		}
-		select {
-		case out <- n:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := r.Send(ctx, n); err != nil {
+			return err
 		}
 		if s.sent != nil {
 			s.sent <- i
@@ -291,7 +286,7 @@ func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err er
 		return nil
 	}
 	for _, e := range s.reports {
-		termsig.ReportError(ctx, e)
+		r.Report(e)
 	}
 	for i, n := range s.notices {
 		if err := send(i, n); err != nil {
@@ -307,7 +302,7 @@ func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err er
 			}
 		}
 		for _, e := range s.then {
-			termsig.ReportError(ctx, e)
+			r.Report(e)
 		}
 		if err := send(len(s.notices), s.notices[len(s.notices)-1]); err != nil {
 			return err
@@ -317,28 +312,28 @@ func (s *scripted) Watch(ctx context.Context, out chan<- termsig.Notice) (err er
 	return ctx.Err()
 }
 
-// readySource is a ReadyReporter that sets armed, then calls Ready, unless
-// it fails first.
+// readySource is a source whose first look is local: it sets armed, then
+// calls Ready, unless it fails first.
 type readySource struct {
 	armed atomic.Bool
 	fail  error
 }
 
-func (s *readySource) Name() string       { return "ready" }
-func (s *readySource) ReportsReady() bool { return true }
+func (s *readySource) Name() string           { return "ready" }
+func (s *readySource) Traits() termsig.Traits { return termsig.Traits{LocalFirstLook: true} }
 
-func (s *readySource) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+func (s *readySource) Watch(ctx context.Context, r *termsig.Run) error {
 	if s.fail != nil {
 		return s.fail
 	}
 	s.armed.Store(true)
-	termsig.Ready(ctx)
-	termsig.Ready(ctx) // twice is fine
+	r.Ready()
+	r.Ready() // twice is fine
 	<-ctx.Done()
 	return ctx.Err()
 }
 
-func TestNewWaitsForReadyReporters(t *testing.T) {
+func TestNewWaitsForSourcesWhoseFirstLookIsLocal(t *testing.T) {
 	for range 20 {
 		s := &readySource{}
 		n := termsig.New(s, termsigtest.NewFake("other"))
@@ -349,5 +344,4 @@ func TestNewWaitsForReadyReporters(t *testing.T) {
 	n := termsig.New(&readySource{fail: fmt.Errorf("no: %w", termsig.ErrUnavailable)})
 	n.Stop()
 	assert.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
-	termsig.Ready(context.Background()) // outside a Notifier: nothing
 }

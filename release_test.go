@@ -16,7 +16,8 @@ import (
 type plain struct{ name string }
 
 func (p plain) Name() string { return p.name }
-func (p plain) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
+func (p plain) Watch(ctx context.Context, r *termsig.Run) error {
+	r.Ready()
 	<-ctx.Done()
 	return nil
 }

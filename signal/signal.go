@@ -64,16 +64,15 @@ func NewMap(m map[os.Signal]termsig.Kind) *Source {
 	return s
 }
 
-// ReportsReady returns true: Source is a local termsig.ReadyReporter, so
-// termsig.New returns only once Watch has installed its signal handler,
-// and a signal sent right after New is a notice rather than the signal's
-// default action (for SIGTERM, death with status 143).
-func (s *Source) ReportsReady() bool { return true }
-
-// OnlyLocal marks Source as a termsig.LocalSource: signals concern this
-// process, not the host, so a Notifier left with only this source logs
-// that no platform notice can reach the program any more.
-func (s *Source) OnlyLocal() {}
+// Traits says that signals concern this process, not the host (a Notifier
+// left with only this source logs that no platform notice can reach the
+// program any more), and that the first look is local: termsig.New
+// returns only once Watch has installed its signal handler, so that a
+// signal sent right after New is a notice rather than the signal's default
+// action (for SIGTERM, death with status 143).
+func (s *Source) Traits() termsig.Traits {
+	return termsig.Traits{Local: true, LocalFirstLook: true}
+}
 
 // Name returns "signal".
 func (s *Source) Name() string { return Name }
@@ -82,23 +81,20 @@ func (s *Source) Name() string { return Name }
 // is a second notice, so that a consumer can escalate) until ctx is done.
 // It stops the delivery of the signals with os/signal.Stop before it
 // returns, so that they regain their previous behaviour.
-func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	// Buffered, as os/signal requires: it never blocks to deliver, and a
 	// burst of signals during a slow send is kept rather than dropped.
 	ch := make(chan os.Signal, 16)
 	ossignal.Notify(ch, s.sigs...)
 	defer ossignal.Stop(ch)
-	termsig.Ready(ctx)
+	r.Ready()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case sig := <-ch:
-			n := s.notice(sig)
-			select {
-			case out <- n:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := r.Send(ctx, s.notice(sig)); err != nil {
+				return err
 			}
 		}
 	}
@@ -110,7 +106,7 @@ func (s *Source) notice(sig os.Signal) termsig.Notice {
 		k = kindOf(sig)
 	}
 	name := termsig.SignalName(sig)
-	return termsig.Notice{Source: Name, Kind: k, Event: name, Reason: name, Signal: sig, Raw: name}
+	return termsig.Notice{Kind: k, Event: name, Reason: name, Signal: sig, Raw: name}
 }
 
 func kindOf(sig os.Signal) termsig.Kind {

@@ -3,7 +3,6 @@
 package signal_test
 
 import (
-	"context"
 	"os"
 	ossignal "os/signal"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/timing"
 	"github.com/termsig/termsig/signal"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 const wait = 5 * time.Second
@@ -105,17 +105,17 @@ func TestNewMapMisuse(t *testing.T) {
 	})
 }
 
-func TestWatchStopsOnCancel(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- signal.New().Watch(ctx, make(chan termsig.Notice)) }()
-	cancel()
-	select {
-	case err := <-errc:
-		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(wait):
-		t.Fatal("Watch did not return")
-	}
+func TestSourceKeepsContract(t *testing.T) {
+	// SIGUSR2's default action would end the test: the guard keeps it
+	// from doing so between the source's Stop and the next Notify.
+	guard := make(chan os.Signal, 16)
+	ossignal.Notify(guard, syscall.SIGUSR2)
+	defer ossignal.Stop(guard)
+	termsigtest.TestSource(t, func(t *testing.T) (termsig.Source, func()) {
+		return signal.New(syscall.SIGUSR2), func() {
+			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGUSR2))
+		}
+	})
 }
 
 // A signal that arrives while nobody reads C must not stop Stop.
@@ -155,9 +155,8 @@ func TestSignalRightAfterNew(t *testing.T) {
 
 func TestSourceIsLocalAndReadyBeforeNewReturns(t *testing.T) {
 	var src termsig.Source = signal.New()
-	rr, ok := src.(termsig.ReadyReporter)
+	d, ok := src.(termsig.Describer)
 	require.True(t, ok)
-	assert.True(t, rr.ReportsReady(), "installing a handler is local: New waits for it")
-	_, ok = src.(termsig.LocalSource)
-	assert.True(t, ok, "signals concern the process, not the platform")
+	assert.True(t, d.Traits().LocalFirstLook, "installing a handler is local: New waits for it")
+	assert.True(t, d.Traits().Local, "signals concern the process, not the platform")
 }

@@ -11,15 +11,18 @@
 //	spot.Send(termsig.Notice{Kind: termsig.Terminate, Deadline: time.Now().Add(2 * time.Minute)})
 //	// the code under test reads n.C()
 //
-// For the protocols themselves (IMDS, the GCE metadata server, acpid),
-// the source packages have fakes that speak them over real sockets:
-// imds/imdstest, gcemeta/gcemetatest, acpi/acpitest.
+// [TestSource] checks any Source against the contract of [termsig.Source].
+//
+// For the protocols themselves (IMDS, the GCE metadata server, Azure's
+// scheduled events, acpid, logind), the source packages have fakes that
+// speak them over real sockets: imds/imdstest, gcemeta/gcemetatest,
+// azure/azuretest, acpi/acpitest, logind/logindtest. The HTTP ones take
+// the same [Fault]s.
 package termsigtest
 
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/termsig/termsig"
 )
@@ -29,10 +32,11 @@ import (
 // Watch starts. Watch it with one Notifier at a time; it may be watched
 // again after that Watch has returned, and keeps what was not delivered.
 //
-// A Fake is a [termsig.ReadyReporter] whose first look is not local: it
-// calls termsig.Ready as soon as Watch starts, unless [Fake.HoldReady]
-// was called. It is a [termsig.Releaser] that records what it is given:
-// [Fake.Released] shows whether the code under test released its notice.
+// A Fake's first look is not local (its [termsig.Traits] are the zero
+// ones): it calls [termsig.Run.Ready] as soon as Watch starts, unless
+// [Fake.HoldReady] was called. It is a [termsig.Releaser] that records what
+// it is given: [Fake.Released] shows whether the code under test released
+// its notice.
 type Fake struct {
 	name    string
 	wake    chan struct{} // capacity 1: "the queue or the end changed"
@@ -79,30 +83,18 @@ func NewFake(name string) *Fake {
 // Name returns the name given to NewFake.
 func (f *Fake) Name() string { return f.name }
 
-// ReportsReady returns false: a Notifier does not wait for a Fake in New,
-// as it would not for a metadata service. See [Fake.HoldReady].
-func (f *Fake) ReportsReady() bool { return false }
-
 // Send queues n for delivery by Watch and returns at once; a Fake that is
-// not being watched keeps it until Watch starts. Send fills n.Source with
-// the Fake's name and n.Observed with the current time when they are
-// empty. Notices are delivered in the order they were sent.
-func (f *Fake) Send(n termsig.Notice) {
-	if n.Source == "" {
-		n.Source = f.name
-	}
-	if n.Observed.IsZero() {
-		n.Observed = time.Now()
-	}
-	f.push(op{kind: opSend, notice: n})
-}
+// not being watched keeps it until Watch starts. Notices are delivered in
+// the order they were sent; the Notifier stamps them as it does every
+// notice (Source is the Fake's name, a zero Observed the time of delivery).
+func (f *Fake) Send(n termsig.Notice) { f.push(op{kind: opSend, notice: n}) }
 
-// Report makes Watch report err as its health with termsig.ReportError,
+// Report makes Watch report err as its health with [termsig.Run.Report],
 // after the notices sent before: a transient failure the source retries,
 // or nil for healthy again. It shows in Notifier.Status.
 func (f *Fake) Report(err error) { f.push(op{kind: opReport, err: err}) }
 
-// HoldReady makes the next Watch hold back its termsig.Ready call until
+// HoldReady makes the next Watch hold back its Run.Ready call until
 // [Fake.SetReady], so that a test can see what a program does while a
 // source has not had its first look. Call it before Watch starts.
 func (f *Fake) HoldReady() {
@@ -111,7 +103,7 @@ func (f *Fake) HoldReady() {
 	f.mu.Unlock()
 }
 
-// SetReady makes Watch call termsig.Ready, after the notices sent before.
+// SetReady makes Watch call Run.Ready, after the notices sent before.
 func (f *Fake) SetReady() { f.push(op{kind: opReady}) }
 
 // Fail makes Watch return err once it has delivered what was sent before;
@@ -156,11 +148,11 @@ func (f *Fake) poke() {
 // Watch carries out what the test asked, in order, until ctx is done or
 // Fail or Panic is called. Notices it could not deliver before ctx ended
 // stay queued for the next Watch.
-func (f *Fake) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+func (f *Fake) Watch(ctx context.Context, r *termsig.Run) error {
 	hold := f.begin()
 	defer f.unwatch()
 	if !hold {
-		termsig.Ready(ctx)
+		r.Ready()
 	}
 	for {
 		o, ok := f.next()
@@ -174,15 +166,13 @@ func (f *Fake) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 		}
 		switch o.kind {
 		case opSend:
-			select {
-			case out <- o.notice:
-			case <-ctx.Done():
-				return ctx.Err() // o stays queued
+			if err := r.Send(ctx, o.notice); err != nil {
+				return err // o stays queued
 			}
 		case opReport:
-			termsig.ReportError(ctx, o.err)
+			r.Report(o.err)
 		case opReady:
-			termsig.Ready(ctx)
+			r.Ready()
 			f.mu.Lock()
 			f.hold = false
 			f.mu.Unlock()
@@ -240,8 +230,6 @@ func (f *Fake) done() {
 		f.queue, f.head = f.queue[:0], 0 // reuse the array from its start
 	}
 }
-
-var _ termsig.ReadyReporter = (*Fake)(nil)
 
 var _ termsig.Releaser = (*Fake)(nil)
 

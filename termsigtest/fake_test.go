@@ -18,12 +18,25 @@ import (
 
 const wait = 5 * time.Second
 
-func watch(f *termsigtest.Fake) (out chan termsig.Notice, errc chan error, cancel context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	out = make(chan termsig.Notice)
-	errc = make(chan error, 1)
-	go func() { errc <- f.Watch(ctx, out) }()
-	return out, errc, cancel
+// watch runs f under a Notifier of its own, whose C holds one notice, and
+// returns C, what f's Watch returns, and the Notifier's Stop.
+func watch(f *termsigtest.Fake) (out <-chan termsig.Notice, errc chan error, stop func()) {
+	w := &watched{f, make(chan error, 1)}
+	n := termsig.Config{Logger: discard, Buffer: 1}.New(w)
+	return n.C(), w.errc, n.Stop
+}
+
+// watched is f, with what its Watch returned sent on errc.
+type watched struct {
+	f    *termsigtest.Fake
+	errc chan error
+}
+
+func (w *watched) Name() string { return w.f.Name() }
+func (w *watched) Watch(ctx context.Context, r *termsig.Run) error {
+	err := w.f.Watch(ctx, r)
+	w.errc <- err
+	return err
 }
 
 func recv[T any](t *testing.T, c <-chan T) T {
@@ -51,7 +64,7 @@ func TestFakeSendBeforeWatch(t *testing.T) {
 	assert.Equal(t, "1", a.Reason)
 	assert.False(t, a.Observed.IsZero())
 	b := recv(t, out)
-	assert.Equal(t, "custom", b.Source, "Send keeps a Source that is set")
+	assert.Equal(t, "early", b.Source, "the Notifier names the source, whatever Send was given")
 	cancel()
 	assert.ErrorIs(t, recv(t, errc), context.Canceled)
 }
@@ -95,15 +108,23 @@ func TestFakeFailNil(t *testing.T) {
 
 func TestFakeUndeliveredNoticesStayQueued(t *testing.T) {
 	f := termsigtest.NewFake("f")
+	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "fills C"})
 	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "kept"})
-	_, errc, cancel := watch(f) // nobody reads out
+	out, errc, stop := watch(f) // nobody reads out
 	<-f.Started()
-	cancel()
+	stop()
 	require.ErrorIs(t, recv(t, errc), context.Canceled)
+	var got []string
+	for nt := range out {
+		got = append(got, nt.Reason)
+	}
 
-	out, _, cancel2 := watch(f)
-	defer cancel2()
-	assert.Equal(t, "kept", recv(t, out).Reason)
+	out, _, stop = watch(f)
+	defer stop()
+	for len(got) < 2 {
+		got = append(got, recv(t, out).Reason)
+	}
+	assert.Equal(t, []string{"fills C", "kept"}, got, "each notice delivered once, in order")
 }
 
 func TestFakeConcurrentSenders(t *testing.T) {
@@ -191,9 +212,13 @@ func TestFakePanic(t *testing.T) {
 	f.Send(termsig.Notice{Kind: termsig.Terminate})
 	f.Panic("broken")
 	f.Fail(errors.New("ignored: Panic came first"))
-	out := make(chan termsig.Notice, 1)
-	assert.PanicsWithValue(t, "broken", func() { _ = f.Watch(context.Background(), out) })
-	assert.Equal(t, termsig.Terminate, (<-out).Kind, "what was sent before is delivered first")
+	n := termsig.Config{Logger: discard}.New(f)
+	defer n.Stop()
+	assert.Equal(t, termsig.Terminate, recv(t, n.C()).Kind, "what was sent before is delivered first")
+	n.Stop() // Status is final once Stop has returned
+	var pe *termsig.PanicError
+	require.ErrorAs(t, n.Status()[0].Err, &pe)
+	assert.Equal(t, "broken", pe.Value)
 }
 
 func TestFakeWatchedTwiceAtOncePanics(t *testing.T) {

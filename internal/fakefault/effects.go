@@ -4,10 +4,17 @@ import (
 	"bytes"
 	"net/http"
 	"time"
+
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // EndlessBody, as [Effects.BodySize], streams a body that never ends.
-const EndlessBody int64 = -1
+const EndlessBody = termsigtest.EndlessBody
+
+// Of returns the effects of f that every fake applies the same way.
+func Of(f termsigtest.Fault) Effects {
+	return Effects{Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body, BodySize: f.BodySize}
+}
 
 // Effects are what a fault does to the request that takes it. [Effects.Apply]
 // applies them in the order of the fields; the zero Effects let the request

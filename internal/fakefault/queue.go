@@ -1,14 +1,9 @@
-// Package fakefault is the fault injection that the fake metadata servers
-// [github.com/termsig/termsig/imds/imdstest] and
-// [github.com/termsig/termsig/gcemeta/gcemetatest] share: a [Queue] of
-// the faults a test injected, and the [Effects] a fault has on the request
-// that takes it (hang, delay, a dropped connection, an answer in the
-// server's place).
-//
-// Each fake keeps its own exported Fault type, documented for its own
-// protocol, and converts it to a Queue entry in its Inject; what only one
-// protocol has (such as gcemetatest's ETags and IgnoreWait) stays in that
-// fake.
+// Package fakefault is the fault injection that the fake HTTP services
+// (imdstest, gcemetatest, azuretest) share: a [Queue] of the
+// [termsigtest.Fault]s a test injected, and the [Effects] a fault has on
+// the request that takes it (hang, delay, a dropped connection, an answer
+// in the server's place). What only one protocol has (gcemetatest's
+// NoLongPoll and Foreign) is applied by that fake.
 package fakefault
 
 import "sync"

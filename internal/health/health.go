@@ -6,7 +6,6 @@
 package health
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // Parts is the health of n parts of a source, numbered from 0. Its methods
 // are safe for concurrent use.
 type Parts struct {
-	ctx context.Context // the Watch context: it carries the Notifier
+	run *termsig.Run
 
 	mu       sync.Mutex
 	errs     []error     // nil: the part works
@@ -26,11 +25,11 @@ type Parts struct {
 	last     error // what was reported last; nil: healthy
 }
 
-// New returns the Parts of a source watching under ctx, all healthy and
-// none of them looked at yet.
-func New(ctx context.Context, n int) *Parts {
+// New returns the Parts of a source watching with r, all healthy and none
+// of them looked at yet.
+func New(r *termsig.Run, n int) *Parts {
 	return &Parts{
-		ctx:      ctx,
+		run:      r,
 		errs:     make([]error, n),
 		since:    make([]time.Time, n),
 		looked:   make([]bool, n),
@@ -42,8 +41,8 @@ func New(ctx context.Context, n int) *Parts {
 // non-nil error a failure that the source retries. The source's health is
 // the error of the part that has failed longest, or healthy when none
 // fails; it is reported to the Notifier (termsig.ReportError) when it
-// changes, so that one outage seen by every part is one change, and every
-// answer counts as hearing from the origin (termsig.Heard).
+// changes (Run.Report), so that one outage seen by every part is one
+// change, and every answer counts as hearing from the origin (Run.Heard).
 func (p *Parts) Set(i int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock() // reported under mu, so that reports keep their order
@@ -55,14 +54,14 @@ func (p *Parts) Set(i int, err error) {
 	}
 	p.errs[i] = err
 	if err == nil {
-		termsig.Heard(p.ctx)
+		p.run.Heard()
 	}
 	cur := p.worst()
 	if sameText(cur, p.last) {
 		return
 	}
 	p.last = cur
-	termsig.ReportError(p.ctx, cur)
+	p.run.Report(cur)
 }
 
 // worst returns the error of the part failing longest, or nil.
@@ -86,9 +85,7 @@ func sameText(a, b error) bool {
 
 // Looked records that part i has had its first look at its origin (a
 // first answer or a first error, and the notices it called for sent).
-// Once every part has, it calls termsig.Ready, which waits, as a send
-// does, until the Notifier has taken those notices. Looking again does
-// nothing.
+// Once every part has, it calls Run.Ready. Looking again does nothing.
 func (p *Parts) Looked(i int) {
 	p.mu.Lock()
 	first := !p.looked[i]
@@ -99,6 +96,6 @@ func (p *Parts) Looked(i int) {
 	all := first && p.unlooked == 0
 	p.mu.Unlock()
 	if all {
-		termsig.Ready(p.ctx) // not under mu: it waits for the consumer
+		p.run.Ready()
 	}
 }

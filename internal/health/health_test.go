@@ -22,10 +22,9 @@ type source struct {
 	done   chan struct{}
 }
 
-func (s *source) Name() string       { return "parts" }
-func (s *source) ReportsReady() bool { return false }
-func (s *source) Watch(ctx context.Context, _ chan<- termsig.Notice) error {
-	s.script(health.New(ctx, 3))
+func (s *source) Name() string { return "parts" }
+func (s *source) Watch(ctx context.Context, r *termsig.Run) error {
+	s.script(health.New(r, 3))
 	close(s.done)
 	<-ctx.Done()
 	return nil
@@ -120,10 +119,4 @@ func TestReadyOnceEveryPartLooked(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("not ready after every part looked")
 	}
-}
-
-func TestOutsideANotifier(t *testing.T) {
-	p := health.New(context.Background(), 1)
-	p.Set(0, errors.New("x"))
-	p.Looked(0) // does nothing, and does not block
 }
