@@ -3,9 +3,10 @@
 // its work and clean up before it is killed.
 //
 // Every origin of a termination notice is a [Source]: POSIX signals
-// (package signal), the ACPI power button (package acpi), the AWS instance
-// metadata service (package imds), the GCE metadata server (package
-// gcemeta). A [Notifier] runs sources and merges their notices into one
+// (package signal), the ACPI power button (package acpi), systemd-logind
+// (package logind), the AWS instance metadata service (package imds), the
+// GCE metadata server (package gcemeta), Azure's scheduled events (package
+// azure). A [Notifier] runs sources and merges their notices into one
 // channel of [Notice] values that say what is happening ([Kind]), which
 // event it is ([Notice.Event]), where it came from and by when
 // ([Notice.Deadline]). Package sources picks the sources that apply on the
@@ -63,7 +64,7 @@
 //     and retires quietly (when no platform source applies at all, one
 //     line at level Info says so). A source that fails, or panics, is marked
 //     failed and does not disturb the others. A nil source, typed or not,
-//     is a panic in New.
+//     and two sources of one name are a panic in New.
 //   - Failures are visible by default: a nil [Config.Logger] logs to
 //     slog.Default(). Each change of a source's health is logged once, by
 //     the Notifier; when the last source that can deliver a platform
@@ -75,10 +76,29 @@
 //
 // # Writing a source
 //
-// See the contracts on [Source], [ReadyReporter] and [LocalSource]. A
-// source that retries transient failures calls [ReportError] so that they
-// show in [Notifier.Status], and [ReportHealthy] once it works again; it
-// calls [Heard] for each answer from its origin, and [Ready] once it has
-// had its first look. The Notifier logs each change; a source does not
-// log its own health.
+// A source is two methods: Name, and Watch, which talks back through a
+// [Run]: Send a notice, say Ready after the first look, Report health.
+// The whole contract is on [Source]; [termsigtest.TestSource] checks it.
+// A source that sends one Terminate when a channel is closed:
+//
+//	type Flag struct{ C <-chan struct{} }
+//
+//	func (f Flag) Name() string { return "flag" }
+//
+//	func (f Flag) Watch(ctx context.Context, r *termsig.Run) error {
+//		r.Ready() // its first look: nothing to set up
+//		select {
+//		case <-f.C:
+//			err := r.Send(ctx, termsig.Notice{Kind: termsig.Terminate, Event: "flag", Reason: "flag closed"})
+//			if err != nil {
+//				return err
+//			}
+//		case <-ctx.Done():
+//			return ctx.Err()
+//		}
+//		<-ctx.Done()
+//		return ctx.Err()
+//	}
+//
+// [termsigtest.TestSource]: https://pkg.go.dev/github.com/termsig/termsig/termsigtest#TestSource
 package termsig

@@ -28,6 +28,12 @@ type Config struct {
 	// (SIGTERM, SIGINT and SIGHUP).
 	Signals []os.Signal
 
+	// PlatformOnly leaves out the sources whose notices concern only this
+	// process (termsig.Traits.Local: the signal source), for a program
+	// that watches the host for others, such as a node drainer, or that
+	// adds a signal source of its own.
+	PlatformOnly bool
+
 	// IMDS configures the imds source, if it applies.
 	IMDS imds.Config
 
@@ -54,7 +60,7 @@ type Config struct {
 
 // Detect returns the sources that apply on this host, in this order:
 //
-//   - signal: always;
+//   - signal: always, unless PlatformOnly is set;
 //   - imds: on EC2, or when an IMDS endpoint is configured or set in
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT, unless AWS_EC2_METADATA_DISABLED
 //     is true;
@@ -99,7 +105,10 @@ func Detect(cfg Config) []termsig.Source {
 	var srcs []termsig.Source
 	for _, k := range known {
 		s := k.build(cfg)
-		if k.available == nil || applies(k.available(s)) {
+		if cfg.PlatformOnly && local(s) {
+			continue
+		}
+		if d, ok := s.(termsig.Detector); !ok || applies(d.Available()) {
 			srcs = append(srcs, s)
 		}
 	}
@@ -114,28 +123,27 @@ func Detect(cfg Config) []termsig.Source {
 }
 
 // A kind of source that this package knows: adding a source is one entry
-// in known.
+// in known. Detect includes a source that is not a termsig.Detector
+// always, and a Detector when it applies (see applies).
 type kind struct {
 	name  string
 	build func(Config) termsig.Source
-	// available says whether Detect includes the source (see applies);
-	// nil means always.
-	available func(termsig.Source) error
 }
 
 // known are the sources, in Detect's order.
 var known = []kind{
-	{signal.Name, func(c Config) termsig.Source { return signal.New(c.Signals...) }, nil},
-	{imds.Name, func(c Config) termsig.Source { return imds.New(imdsConfig(c)) }, availableOf},
-	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }, availableOf},
-	{azure.Name, func(c Config) termsig.Source { return azure.New(azureConfig(c)) }, availableOf},
-	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }, availableOf},
-	{logind.Name, func(c Config) termsig.Source { return logind.New(logindConfig(c)) }, availableOf},
+	{signal.Name, func(c Config) termsig.Source { return signal.New(c.Signals...) }},
+	{imds.Name, func(c Config) termsig.Source { return imds.New(imdsConfig(c)) }},
+	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }},
+	{azure.Name, func(c Config) termsig.Source { return azure.New(azureConfig(c)) }},
+	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }},
+	{logind.Name, func(c Config) termsig.Source { return logind.New(logindConfig(c)) }},
 }
 
-// availableOf calls the Available method that every platform source has.
-func availableOf(s termsig.Source) error {
-	return s.(interface{ Available() error }).Available()
+// local reports whether s's notices concern only this process.
+func local(s termsig.Source) bool {
+	d, ok := s.(termsig.Describer)
+	return ok && d.Traits().Local
 }
 
 // applies reports whether a source whose Available returned err belongs
@@ -148,7 +156,8 @@ func applies(err error) bool { return !errors.Is(err, termsig.ErrUnavailable) }
 // configured by cfg, whether or not they apply on this host: one that does
 // not returns termsig.ErrUnavailable from Watch and retires quietly. It is
 // for programs that let the user choose; Detect chooses by itself. An
-// unknown or repeated name is an error.
+// unknown or repeated name is an error, and so is a source whose notices
+// concern only this process (signal) when cfg.PlatformOnly is set.
 func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
 	var srcs []termsig.Source
 	seen := map[string]bool{}
@@ -162,7 +171,11 @@ func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("sources: unknown source %q (known: %s)", name, strings.Join(Names(), ", "))
 		}
-		srcs = append(srcs, known[i].build(cfg))
+		s := known[i].build(cfg)
+		if cfg.PlatformOnly && local(s) {
+			return nil, fmt.Errorf("sources: %q watches this process only, and PlatformOnly is set", name)
+		}
+		srcs = append(srcs, s)
 	}
 	return srcs, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/logind"
+	"github.com/termsig/termsig/signal"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -82,6 +83,38 @@ func TestDetect(t *testing.T) {
 
 func TestDetectOnThisHost(t *testing.T) {
 	assert.Contains(t, names(sources.Config{}), "signal")
+}
+
+func TestPlatformOnlyLeavesOutTheSignalSource(t *testing.T) {
+	clean(t)
+	root := fakeRoot(t, map[string]string{"sys_vendor": "Amazon EC2"})
+	assert.Equal(t, []string{"imds"}, names(sources.Config{Root: root, PlatformOnly: true}))
+	assert.Empty(t, names(sources.Config{Root: fakeRoot(t, nil), PlatformOnly: true}), "a laptop has no platform source")
+
+	// A signal source of the program's own, added to Detect's, is then
+	// the only one: New would refuse two of them.
+	srcs := append(sources.Detect(sources.Config{Root: root, PlatformOnly: true}), signal.New())
+	n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(srcs...)
+	n.Stop()
+	assert.Panics(t, func() {
+		termsig.New(append(sources.Detect(sources.Config{Root: root}), signal.New())...)
+	}, "two signal sources are refused, not silently kept")
+
+	_, err := sources.ByName(sources.Config{PlatformOnly: true}, "imds", "signal")
+	assert.ErrorContains(t, err, `"signal" watches this process only, and PlatformOnly is set`)
+}
+
+// Every source this package knows declares Available, so that Detect and
+// programs that choose sources can ask it without a run-time guess.
+func TestEveryPlatformSourceIsADetector(t *testing.T) {
+	srcs, err := sources.ByName(sources.Config{}, sources.Names()...)
+	require.NoError(t, err)
+	for _, s := range srcs {
+		_, detector := s.(termsig.Detector)
+		d, ok := s.(termsig.Describer)
+		local := ok && d.Traits().Local
+		assert.True(t, detector || local, "%s: neither a Detector nor local", s.Name())
+	}
 }
 
 func TestByName(t *testing.T) {

@@ -3,7 +3,8 @@
 //
 // # Detection
 //
-// Detection reads local facts only, so it takes well under a millisecond
+// Detection reads local facts only (each platform source's Available, see
+// [termsig.Detector]), so it takes well under a millisecond
 // and never waits on the network: a program that starts on a laptop does
 // not stall probing 169.254.169.254. What it reads depends on the system:
 //
@@ -20,8 +21,10 @@
 //     selected only by their environment variables or configuration. The
 //     acpi and logind sources are Linux-only.
 //
-// On every system the signal source is always selected, and the
-// environment variables of the clouds' SDKs are honoured:
+// On every system the signal source is selected unless
+// [Config.PlatformOnly] is set (a program that watches the host for
+// others, or adds a signal source of its own: a [termsig.Notifier] refuses
+// two sources of one name), and the environment variables of the clouds' SDKs are honoured:
 // AWS_EC2_METADATA_SERVICE_ENDPOINT and AWS_EC2_METADATA_DISABLED for
 // imds, GCE_METADATA_HOST for gcemeta, DBUS_SYSTEM_BUS_ADDRESS for
 // logind; and termsig's own AZURE_METADATA_ENDPOINT for azure.

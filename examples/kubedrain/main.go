@@ -237,11 +237,12 @@ func checkNode(ctx context.Context, client kubernetes.Interface, node string, lo
 }
 
 // pickSources returns the notice sources: those detected on this host,
-// or those named by --sources, without the signal source (see realMain).
+// or those named by --sources, never the signal source (see realMain).
 func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
 	cfg := sources.Config{
-		Logger: log,
-		IMDS:   imds.Config{Interval: o.imdsEvery, AdvisoryInterval: o.imdsAdvice},
+		Logger:       log,
+		PlatformOnly: true,
+		IMDS:         imds.Config{Interval: o.imdsEvery, AdvisoryInterval: o.imdsAdvice},
 		// kubedrain does not hold the host's shutdown for its drain: the
 		// kubelet's graceful node shutdown has its own delay lock.
 		Logind: logind.Config{NoLock: true},
@@ -255,26 +256,21 @@ func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
 			return nil, fmt.Errorf("--sources: %w", err)
 		}
 	}
-	var platform []termsig.Source
 	for _, s := range srcs {
-		if _, local := s.(termsig.LocalSource); local {
-			continue
-		}
 		// A source that can never work (a bad endpoint, an interval
 		// below the floor) would leave kubedrain looking healthy and
 		// deaf: that is fatal. So is one named by --sources that does
 		// not apply here.
-		if a, ok := s.(interface{ Available() error }); ok {
-			if err := a.Available(); err != nil && (o.sources != "auto" || !errors.Is(err, termsig.ErrUnavailable)) {
+		if d, ok := s.(termsig.Detector); ok {
+			if err := d.Available(); err != nil && (o.sources != "auto" || !errors.Is(err, termsig.ErrUnavailable)) {
 				return nil, fmt.Errorf("source %s: %w", s.Name(), err)
 			}
 		}
-		platform = append(platform, s)
 	}
-	if len(platform) == 0 {
+	if len(srcs) == 0 {
 		log.Warn("kubedrain: no platform notice source applies on this host; kubedrain will never drain the node")
 	}
-	return platform, nil
+	return srcs, nil
 }
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {

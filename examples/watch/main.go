@@ -193,21 +193,26 @@ func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
 		// for: it does not hold the host's shutdowns.
 		Logind: logind.Config{NoLock: o.exec == "" && len(o.cmd) == 0},
 	}
+	cfg.PlatformOnly = len(o.cmd) > 0
 	var srcs []termsig.Source
 	if o.sources == "auto" {
 		srcs = sources.Detect(cfg)
 	} else {
 		var err error
-		if srcs, err = sources.ByName(cfg, strings.Split(o.sources, ",")...); err != nil {
+		named := cfg
+		named.PlatformOnly = false // filtered below
+		if srcs, err = sources.ByName(named, strings.Split(o.sources, ",")...); err != nil {
 			return nil, err
 		}
 	}
 	if len(o.cmd) == 0 {
 		return srcs, nil
 	}
+	// --sources may name signal for the modes that print; the
+	// supervisor forwards the signals it gets to the command instead.
 	var platform []termsig.Source
 	for _, s := range srcs {
-		if _, local := s.(termsig.LocalSource); !local {
+		if d, ok := s.(termsig.Describer); !ok || !d.Traits().Local {
 			platform = append(platform, s)
 		}
 	}
