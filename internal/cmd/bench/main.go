@@ -16,8 +16,8 @@
 // The latency rows run side by side, so that machine noise hits every
 // client alike. Every fake is a real HTTP server on loopback.
 //
-//	go run ./bench          # about six minutes
-//	go run ./bench -quick   # a smoke run of about a minute
+//	go run ./internal/cmd/bench          # about six minutes
+//	go run ./internal/cmd/bench -quick   # a smoke run of about a minute
 package main
 
 import (

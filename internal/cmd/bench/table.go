@@ -100,7 +100,9 @@ func rows(o options, res results) []row {
 	for i, name := range gceNames {
 		rs = append(rs, rateRow("GCE: requests/min/key at idle", name, res.idleWindow, res.idle[len(res.imds)+i]))
 	}
-	return append(rs, notifyRows(res)...)
+	// The idle cost comes first: it is the row termsig is held to (at
+	// most 1.5× the CPU of the plain net/http poller, see BENCHMARKS.md).
+	return append(notifyRows(res), rs...)
 }
 
 // notifyRows are the rows of examples/notify at idle, and of the
@@ -113,8 +115,15 @@ func notifyRows(res results) []row {
 	measure := "examples/notify at idle (" + strings.TrimSpace(ni.watching) + ")"
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	n := seconds(ni.window)
+	cpu := cpuCell(ni)
+	for i, r := range references {
+		if r.name == "nethttp" {
+			ref := res.notify[1+i]
+			cpu += fmt.Sprintf("; %s the plain net/http poller's", ratio(perHour(ni), perHour(ref)))
+		}
+	}
 	rows := []row{
-		{measure: measure, client: "CPU time (all threads' schedstat)", n: n, cells: [4]string{cpuCell(ni)}},
+		{measure: measure, client: "CPU time (all threads' schedstat)", n: n, cells: [4]string{cpu}},
 		{measure: measure, client: "VmRSS at the end (peak VmHWM)", n: n,
 			cells: [4]string{fmt.Sprintf("%s (%s)", mib(ni.rss), mib(ni.hwm))}},
 		{measure: measure, client: "requests at the fake IMDS", n: n,
@@ -130,9 +139,11 @@ func notifyRows(res results) []row {
 
 // cpuCell says how much CPU a process used at idle.
 func cpuCell(ni notifyIdle) string {
-	perHour := ni.cpu.Seconds() / ni.window.Hours()
-	return fmt.Sprintf("%.2f CPU-s/hour (%.4f%% of a core)", perHour, perHour/36)
+	return fmt.Sprintf("%.2f CPU-s/hour (%.4f%% of a core)", perHour(ni), perHour(ni)/36)
 }
+
+// perHour is the CPU seconds per hour that ni used.
+func perHour(ni notifyIdle) float64 { return ni.cpu.Seconds() / ni.window.Hours() }
 
 // writeTable writes the machine, the options and the table.
 func writeTable(w io.Writer, o options, res results, took time.Duration) error {
