@@ -22,8 +22,8 @@ const Name = "azure"
 
 // The paths the source reads, below the endpoint, and their API versions.
 const (
-	PathScheduledEvents = "/metadata/scheduledevents"
-	PathVMName          = "/metadata/instance/compute/name"
+	pathScheduledEvents = "/metadata/scheduledevents"
+	pathVMName          = "/metadata/instance/compute/name"
 
 	eventsQuery = "?api-version=2020-07-01"
 	nameQuery   = "?api-version=2021-02-01&format=text"
@@ -66,12 +66,6 @@ func New(cfg Config) *Source {
 // Name returns "azure".
 func (s *Source) Name() string { return Name }
 
-// ReportsReady returns false: the first look needs the network (and the
-// first call on a VM can take two minutes), so termsig.New does not wait
-// for it. Watch calls termsig.Ready once the scheduled events have
-// answered once, or failed once.
-func (s *Source) ReportsReady() bool { return false }
-
 // Available returns, without touching the network, the error that Watch
 // would return at once, or nil: an error that does not wrap
 // termsig.ErrUnavailable if the Config cannot work; nil when an endpoint
@@ -95,8 +89,12 @@ func (s *Source) Available() error {
 // Watch polls the scheduled events until ctx is done; see the package
 // documentation for what it sends. It returns at once an error wrapping
 // termsig.ErrUnavailable when [Source.Available] says so, and another
-// error, starting "azure: ", when the Config cannot work.
-func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+// error, starting "azure: ", when the Config cannot work. It calls
+// [termsig.Run.Ready] once the scheduled events have answered once, or
+// failed once: the first look needs the network (and the first call on a
+// VM can take two minutes), so the Source has no Traits method and
+// termsig.New does not wait for it.
+func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	if err := s.Available(); err != nil {
 		return err
 	}
@@ -114,7 +112,7 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 		s.watching = false
 		s.mu.Unlock()
 	}()
-	w := s.newWatcher(ctx, out)
+	w := s.newWatcher(r)
 	defer w.close()
 	w.run(ctx)
 	return ctx.Err()
@@ -202,7 +200,7 @@ func (s *Source) acknowledge(ctx context.Context, id string, gen uint64) error {
 	bo := backoff.Backoff{Base: c.Interval, Max: c.MaxBackoff, Jitter: true}
 	var last error // what went wrong; not the end of ctx, which ends the last try
 	for s.pending(id, gen) {
-		err := post(ctx, hc, base+PathScheduledEvents+eventsQuery, body, c.Timeout)
+		err := post(ctx, hc, base+pathScheduledEvents+eventsQuery, body, c.RequestTimeout)
 		if err == nil {
 			return nil
 		}
@@ -242,6 +240,6 @@ func post(ctx context.Context, hc *http.Client, url string, body []byte, timeout
 }
 
 var (
-	_ termsig.ReadyReporter = (*Source)(nil)
-	_ termsig.Releaser      = (*Source)(nil)
+	_ termsig.Detector = (*Source)(nil)
+	_ termsig.Releaser = (*Source)(nil)
 )

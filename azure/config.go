@@ -15,11 +15,11 @@ import (
 
 // The defaults of the [Config] fields of the same names.
 const (
-	DefaultEndpoint     = "http://169.254.169.254"
-	DefaultInterval     = time.Second
-	DefaultTimeout      = 2 * time.Second
-	DefaultFirstTimeout = 130 * time.Second
-	DefaultMaxBackoff   = 10 * time.Second
+	DefaultEndpoint            = "http://169.254.169.254"
+	DefaultInterval            = time.Second
+	DefaultRequestTimeout      = 2 * time.Second
+	DefaultFirstRequestTimeout = 130 * time.Second
+	DefaultMaxBackoff          = 10 * time.Second
 )
 
 // EndpointEnv is the environment variable that sets the metadata
@@ -57,15 +57,16 @@ type Config struct {
 	// least [FloorInterval].
 	Interval time.Duration
 
-	// Timeout bounds each request once the service has answered once.
-	// Zero means [DefaultTimeout] (2 s); it must not be negative.
-	Timeout time.Duration
+	// RequestTimeout bounds each request once the service has answered
+	// once. Zero means [DefaultRequestTimeout] (2 s); it must not be
+	// negative.
+	RequestTimeout time.Duration
 
-	// FirstTimeout bounds the requests until the scheduled events have
-	// answered once: the first call on a VM enables the service and can
-	// take up to two minutes. Zero means [DefaultFirstTimeout] (130 s);
-	// it must not be negative.
-	FirstTimeout time.Duration
+	// FirstRequestTimeout bounds the requests until the scheduled events
+	// have answered once: the first call on a VM enables the service and
+	// can take up to two minutes. Zero means
+	// [DefaultFirstRequestTimeout] (130 s); it must not be negative.
+	FirstRequestTimeout time.Duration
 
 	// MaxBackoff caps the wait between requests that keep failing: it
 	// doubles from Interval up to MaxBackoff. Zero means
@@ -81,7 +82,7 @@ type Config struct {
 
 	// Logger receives, at debug level, each notice the source sends, and
 	// events for other VMs as they are skipped. Health is not logged
-	// here: the source reports it with termsig.ReportError, and the
+	// here: the source reports it with [termsig.Run.Report], and the
 	// Notifier logs each change. Nil means slog.Default().
 	Logger *slog.Logger
 
@@ -99,8 +100,8 @@ type Config struct {
 // values are left alone: validate reports them.
 func (c Config) withDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
-	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
-	c.FirstTimeout = cmp.Or(c.FirstTimeout, DefaultFirstTimeout)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.FirstRequestTimeout = cmp.Or(c.FirstRequestTimeout, DefaultFirstRequestTimeout)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Root = cmp.Or(c.Root, "/")
@@ -142,8 +143,8 @@ func (c Config) validate() error {
 		floor time.Duration
 	}{
 		{"Interval", c.Interval, FloorInterval},
-		{"Timeout", c.Timeout, 0},
-		{"FirstTimeout", c.FirstTimeout, 0},
+		{"RequestTimeout", c.RequestTimeout, 0},
+		{"FirstRequestTimeout", c.FirstRequestTimeout, 0},
 		{"MaxBackoff", c.MaxBackoff, 0},
 	} {
 		switch {

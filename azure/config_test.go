@@ -63,8 +63,8 @@ func TestConfigErrors(t *testing.T) {
 		{"env without scheme", azure.Config{}, "169.254.169.254", `azure: AZURE_METADATA_ENDPOINT "169.254.169.254" ` + notURL},
 		{"env with a path", azure.Config{}, "http://169.254.169.254/metadata/scheduledevents", `azure: AZURE_METADATA_ENDPOINT "http://169.254.169.254/metadata/scheduledevents" ` + notURL},
 		{"negative Interval", azure.Config{Endpoint: "http://127.0.0.1:1", Interval: -time.Second}, "", "azure: Config.Interval is negative (-1s)"},
-		{"negative Timeout", azure.Config{Endpoint: "http://127.0.0.1:1", Timeout: -1}, "", "azure: Config.Timeout is negative (-1ns)"},
-		{"negative FirstTimeout", azure.Config{Endpoint: "http://127.0.0.1:1", FirstTimeout: -time.Minute}, "", "azure: Config.FirstTimeout is negative (-1m0s)"},
+		{"negative RequestTimeout", azure.Config{Endpoint: "http://127.0.0.1:1", RequestTimeout: -1}, "", "azure: Config.RequestTimeout is negative (-1ns)"},
+		{"negative FirstRequestTimeout", azure.Config{Endpoint: "http://127.0.0.1:1", FirstRequestTimeout: -time.Minute}, "", "azure: Config.FirstRequestTimeout is negative (-1m0s)"},
 		{"negative MaxBackoff", azure.Config{Endpoint: "http://127.0.0.1:1", MaxBackoff: -time.Second}, "", "azure: Config.MaxBackoff is negative (-1s)"},
 		{"Interval below floor", azure.Config{Endpoint: "http://127.0.0.1:1", Interval: 5 * time.Millisecond}, "",
 			"azure: Config.Interval 5ms is below FloorInterval (10ms): it would hammer the metadata service"},
@@ -83,14 +83,10 @@ func TestConfigErrors(t *testing.T) {
 			err := src.Available()
 			require.EqualError(t, err, tc.want)
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
-			ctx, cancel := background()
-			defer cancel()
-			err = src.Watch(ctx, make(chan termsig.Notice))
-			require.EqualError(t, err, tc.want)
 
 			logs := testlog.New()
-			n := termsig.Config{Logger: logs.Logger()}.New(src)
-			defer n.Stop()
+			n, errc := watch(t, termsig.Config{Logger: logs.Logger()}, src)
+			require.EqualError(t, returnedErr(t, errc), tc.want)
 			awaitReady(t, n)
 			rec := logs.WaitFor(t, "termsig: source failed", 1)
 			assert.Equal(t, tc.want, testlog.Attr(rec, "err"))
@@ -112,7 +108,7 @@ func TestConfigAccepted(t *testing.T) {
 		"https":                    {Endpoint: "https://metadata.example"},
 		"host name and port":       {Endpoint: "http://metadata.example:8080"},
 		"IPv6":                     {Endpoint: "http://[::1]:8080"},
-		"tiny timeouts":            {Endpoint: "http://127.0.0.1:1", Timeout: 1, FirstTimeout: 1, MaxBackoff: 1},
+		"tiny timeouts":            {Endpoint: "http://127.0.0.1:1", RequestTimeout: 1, FirstRequestTimeout: 1, MaxBackoff: 1},
 	} {
 		assert.NoError(t, azure.New(cfg).Available(), name)
 	}
@@ -160,13 +156,10 @@ func TestUnavailableOffAzure(t *testing.T) {
 			err := src.Available()
 			require.ErrorIs(t, err, termsig.ErrUnavailable)
 			assert.Contains(t, err.Error(), "azure: not an Azure VM")
-			ctx, cancel := background()
-			defer cancel()
-			assert.ErrorIs(t, src.Watch(ctx, make(chan termsig.Notice)), termsig.ErrUnavailable)
 
 			logs := testlog.New()
-			n := termsig.Config{Logger: logs.Logger()}.New(src)
-			defer n.Stop()
+			n, errc := watch(t, termsig.Config{Logger: logs.Logger()}, src)
+			assert.ErrorIs(t, returnedErr(t, errc), termsig.ErrUnavailable)
 			awaitReady(t, n)
 			logs.WaitFor(t, "termsig: source unavailable", 1)
 			assert.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
@@ -220,16 +213,13 @@ func TestWatchedTwice(t *testing.T) {
 	h.polls(azuretest.PathScheduledEvents, 1) // the first Watch runs
 
 	logs := testlog.New()
-	second := termsig.Config{Logger: logs.Logger()}.New(h.src)
-	defer second.Stop()
+	second, errc := watch(t, termsig.Config{Logger: logs.Logger()}, h.src)
+	assert.EqualError(t, returnedErr(t, errc), "azure: Source watched by two Notifiers at once")
 	awaitReady(t, second)
 	logs.WaitFor(t, "termsig: source failed", 1)
 	st := second.Status()[0]
 	assert.Equal(t, termsig.StateFailed, st.State)
 	assert.EqualError(t, st.Err, "azure: Source watched by two Notifiers at once")
-	ctx, cancel := background()
-	defer cancel()
-	assert.EqualError(t, h.src.Watch(ctx, make(chan termsig.Notice)), "azure: Source watched by two Notifiers at once")
 
 	h.srv.SetEvents(pending)
 	assert.Equal(t, "pending", h.receive().Event, "the first Watch goes on")
@@ -246,25 +236,18 @@ func TestWatchReturnsWhenCtxEnds(t *testing.T) {
 	srv := azuretest.NewServer()
 	defer srv.Close()
 	srv.SetEvents(pending)
-	src := azure.New(fast(srv))
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan termsig.Notice, 1)
-	done := make(chan error, 1)
-	go func() { done <- src.Watch(ctx, out) }()
-	select {
-	case nt := <-out:
-		assert.Equal(t, "pending", nt.Event)
-		assert.Equal(t, "azure", nt.Source)
-	case <-time.After(wait):
-		t.Fatal("no notice")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(wait):
-		t.Fatal("Watch did not return")
-	}
+	logs := testlog.New()
+	n, errc := watch(t, termsig.Config{Logger: logs.Logger()}, azure.New(fast(srv)))
+	nt := receive(t, n)
+	assert.Equal(t, "pending", nt.Event)
+	assert.Equal(t, "azure", nt.Source)
+	n.Stop()
+	assert.ErrorIs(t, returnedErr(t, errc), context.Canceled)
 	srv.SetEvents()
-	assert.Empty(t, out, "a notice after Watch returned")
+	var after []termsig.Notice
+	for nt := range n.C() {
+		after = append(after, nt)
+	}
+	assert.Empty(t, after, "a notice after Watch returned")
+	assert.Zero(t, logs.Count("termsig: source sent a notice after its Watch returned; notice dropped"))
 }

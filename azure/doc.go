@@ -48,10 +48,13 @@
 // # First call
 //
 // The first call of the scheduled events on a VM enables the service and
-// can take up to two minutes: requests wait up to [Config.FirstTimeout]
-// (130 s) until the service has answered once, and [Config.Timeout] (2 s)
-// after. [termsig.Notifier.Ready] therefore can take that long on a fresh
-// VM; termsig.New does not wait for it ([Source.ReportsReady] is false).
+// can take up to two minutes: requests wait up to
+// [Config.FirstRequestTimeout] (130 s) until the service has answered
+// once, and [Config.RequestTimeout] (2 s) after. Watch calls
+// [termsig.Run.Ready] once the scheduled events have answered, or failed,
+// once: [termsig.Notifier.Ready] therefore can take that long on a fresh
+// VM. termsig.New does not wait for it (the Source has no Traits method:
+// its first look needs the network).
 //
 // # Failures
 //
@@ -61,7 +64,7 @@
 // 1 MiB), truncated, not JSON, or JSON that is not a scheduled-events
 // document. Each is retried, with a backoff that doubles from Interval up
 // to [Config.MaxBackoff], and shows in Notifier.Status through
-// termsig.ReportError (in a few words that do not change from request to
+// [termsig.Run.Report] (in a few words that do not change from request to
 // request; the Notifier logs each change). An event of an unknown
 // EventType or EventStatus, or without a usable EventId, is not reported
 // (nor cleared, if it was reported before: it is still in the document)

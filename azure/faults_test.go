@@ -15,6 +15,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/azure/azuretest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // pending is the event the fake lists while a fault hides its document:
@@ -26,42 +27,42 @@ var pending = azuretest.Event{EventID: "pending", EventType: "Preempt", NotBefor
 // the events once the fault is gone.
 func TestFaults(t *testing.T) {
 	slow := quick()
-	slow.Timeout, slow.FirstTimeout = 100*time.Millisecond, 100*time.Millisecond
+	slow.RequestTimeout, slow.FirstRequestTimeout = 100*time.Millisecond, 100*time.Millisecond
 	notDocument := "azure: scheduled events: answer is not a scheduled-events document (no DocumentIncarnation or Events)"
 	for _, tc := range []struct {
 		name  string
 		cfg   *azure.Config
-		fault azuretest.Fault
+		fault termsigtest.Fault
 		want  string // the whole error
 	}{
-		{"400", nil, azuretest.Fault{Status: http.StatusBadRequest, Body: `{"error":"Bad request. Required metadata header not specified"}`},
+		{"400", nil, termsigtest.Fault{Status: http.StatusBadRequest, Body: `{"error":"Bad request. Required metadata header not specified"}`},
 			`azure: scheduled events: HTTP 400: {"error":"Bad request. Required metadata header not specified"}`},
-		{"404", nil, azuretest.Fault{Status: http.StatusNotFound}, "azure: scheduled events: HTTP 404: Not Found"},
-		{"429", nil, azuretest.Fault{Status: http.StatusTooManyRequests}, "azure: scheduled events: HTTP 429: Too Many Requests"},
-		{"500", nil, azuretest.Fault{Status: http.StatusInternalServerError}, "azure: scheduled events: HTTP 500: Internal Server Error"},
-		{"503", nil, azuretest.Fault{Status: http.StatusServiceUnavailable}, "azure: scheduled events: HTTP 503: Service Unavailable"},
-		{"long error page", nil, azuretest.Fault{Status: http.StatusBadGateway, Body: strings.Repeat("e", 500)},
+		{"404", nil, termsigtest.Fault{Status: http.StatusNotFound}, "azure: scheduled events: HTTP 404: Not Found"},
+		{"429", nil, termsigtest.Fault{Status: http.StatusTooManyRequests}, "azure: scheduled events: HTTP 429: Too Many Requests"},
+		{"500", nil, termsigtest.Fault{Status: http.StatusInternalServerError}, "azure: scheduled events: HTTP 500: Internal Server Error"},
+		{"503", nil, termsigtest.Fault{Status: http.StatusServiceUnavailable}, "azure: scheduled events: HTTP 503: Service Unavailable"},
+		{"long error page", nil, termsigtest.Fault{Status: http.StatusBadGateway, Body: strings.Repeat("e", 500)},
 			"azure: scheduled events: HTTP 502: " + strings.Repeat("e", 100) + "…"},
-		{"slow", &slow, azuretest.Fault{Delay: time.Second}, "azure: scheduled events: no answer within 100ms: context deadline exceeded"},
-		{"hung", &slow, azuretest.Fault{Hang: true}, "azure: scheduled events: no answer within 100ms: context deadline exceeded"},
-		{"dropped", nil, azuretest.Fault{Drop: true}, "azure: scheduled events: connection closed without an answer"},
-		{"truncated JSON", nil, azuretest.Fault{Body: `{"DocumentIncarnation": 5, "Events": [{"EventId": "x", "EventType": "Pre`},
+		{"slow", &slow, termsigtest.Fault{Delay: time.Second}, "azure: scheduled events: no answer within 100ms: context deadline exceeded"},
+		{"hung", &slow, termsigtest.Fault{Hang: true}, "azure: scheduled events: no answer within 100ms: context deadline exceeded"},
+		{"dropped", nil, termsigtest.Fault{Drop: true}, "azure: scheduled events: connection closed without an answer"},
+		{"truncated JSON", nil, termsigtest.Fault{Body: `{"DocumentIncarnation": 5, "Events": [{"EventId": "x", "EventType": "Pre`},
 			"azure: scheduled events: answer is not JSON: syntax error"},
-		{"HTML 200", nil, azuretest.Fault{Body: "<html><body>Welcome to the captive portal</body></html>"},
+		{"HTML 200", nil, termsigtest.Fault{Body: "<html><body>Welcome to the captive portal</body></html>"},
 			"azure: scheduled events: answer is not JSON: syntax error"},
-		{"empty 200", nil, azuretest.Fault{Status: http.StatusOK}, "azure: scheduled events: answer is not JSON: syntax error"},
-		{"{}", nil, azuretest.Fault{Body: `{}`}, notDocument},
-		{"Events null", nil, azuretest.Fault{Body: `{"DocumentIncarnation": 7, "Events": null}`}, notDocument},
-		{"no Events", nil, azuretest.Fault{Body: `{"DocumentIncarnation": 7}`}, notDocument},
-		{"no DocumentIncarnation", nil, azuretest.Fault{Body: `{"Events": []}`}, notDocument},
-		{"null", nil, azuretest.Fault{Body: `null`}, notDocument},
-		{"another service's JSON", nil, azuretest.Fault{Body: `{"compute":{"name":"test-vm"}}`}, notDocument},
-		{"too many events", nil, azuretest.Fault{Body: doc(9, strings.Split(strings.Repeat("{},", 1001), ",")[:1001]...)},
+		{"empty 200", nil, termsigtest.Fault{Status: http.StatusOK}, "azure: scheduled events: answer is not JSON: syntax error"},
+		{"{}", nil, termsigtest.Fault{Body: `{}`}, notDocument},
+		{"Events null", nil, termsigtest.Fault{Body: `{"DocumentIncarnation": 7, "Events": null}`}, notDocument},
+		{"no Events", nil, termsigtest.Fault{Body: `{"DocumentIncarnation": 7}`}, notDocument},
+		{"no DocumentIncarnation", nil, termsigtest.Fault{Body: `{"Events": []}`}, notDocument},
+		{"null", nil, termsigtest.Fault{Body: `null`}, notDocument},
+		{"another service's JSON", nil, termsigtest.Fault{Body: `{"compute":{"name":"test-vm"}}`}, notDocument},
+		{"too many events", nil, termsigtest.Fault{Body: doc(9, strings.Split(strings.Repeat("{},", 1001), ",")[:1001]...)},
 			"azure: scheduled events: answer lists 1001 events (more than 1000)"},
-		{"endless body", nil, azuretest.Fault{BodySize: azuretest.EndlessBody}, "azure: scheduled events: answer larger than 1 MiB"},
-		{"100 MB body", nil, azuretest.Fault{BodySize: 100 << 20}, "azure: scheduled events: answer larger than 1 MiB"},
-		{"302 without Location", nil, azuretest.Fault{Status: http.StatusFound}, "azure: scheduled events: redirect refused (HTTP 302)"},
-		{"304", nil, azuretest.Fault{Status: http.StatusNotModified}, "azure: scheduled events: redirect refused (HTTP 304)"},
+		{"endless body", nil, termsigtest.Fault{BodySize: termsigtest.EndlessBody}, "azure: scheduled events: answer larger than 1 MiB"},
+		{"100 MB body", nil, termsigtest.Fault{BodySize: 100 << 20}, "azure: scheduled events: answer larger than 1 MiB"},
+		{"302 without Location", nil, termsigtest.Fault{Status: http.StatusFound}, "azure: scheduled events: redirect refused (HTTP 302)"},
+		{"304", nil, termsigtest.Fault{Status: http.StatusNotModified}, "azure: scheduled events: redirect refused (HTTP 304)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -93,7 +94,7 @@ func TestFaults(t *testing.T) {
 func TestFaultBurst(t *testing.T) {
 	h := start(t, options{})
 	h.polls(azuretest.PathScheduledEvents, 1)
-	h.srv.Inject(azuretest.Fault{Count: 12, Status: http.StatusServiceUnavailable})
+	h.srv.Inject(termsigtest.Fault{Count: 12, Status: http.StatusServiceUnavailable})
 	h.srv.SetEvents(pending)
 	assert.Equal(t, "azure: scheduled events: HTTP 503: Service Unavailable", h.failure())
 	nt := h.receive() // after the 12th
@@ -142,28 +143,28 @@ func TestFaultVMName(t *testing.T) {
 		want    string
 	}{
 		{"503", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, Status: http.StatusServiceUnavailable})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Status: http.StatusServiceUnavailable})
 		}, "azure: VM name: HTTP 503: Service Unavailable"},
 		{"hung", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, Hang: true})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Hang: true})
 		}, "azure: VM name: no answer within 100ms: context deadline exceeded"},
 		{"empty", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, Status: http.StatusOK})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Status: http.StatusOK})
 		}, "azure: VM name: empty or too long"},
 		{"blank", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, Body: " \n"})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Body: " \n"})
 		}, "azure: VM name: empty or too long"},
 		{"too long", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, Body: strings.Repeat("v", 257)})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Body: strings.Repeat("v", 257)})
 		}, "azure: VM name: empty or too long"},
 		{"endless", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, BodySize: azuretest.EndlessBody})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, BodySize: termsigtest.EndlessBody})
 		}, "azure: VM name: answer larger than 1 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := quick()
-			cfg.Timeout = 100 * time.Millisecond
+			cfg.RequestTimeout = 100 * time.Millisecond
 			h := start(t, options{cfg: &cfg, prepare: func(s *azuretest.Server) {
 				tc.prepare(s)
 				s.SetEvents(pending)
@@ -276,7 +277,7 @@ func TestFaultEndlessBodyCallersClient(t *testing.T) {
 	cfg.HTTPClient = &http.Client{Transport: ct}
 	h := start(t, options{cfg: &cfg})
 	h.polls(azuretest.PathScheduledEvents, 1)
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, BodySize: azuretest.EndlessBody})
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, BodySize: termsigtest.EndlessBody})
 	h.srv.SetEvents(pending)
 	assert.Equal(t, "azure: scheduled events: answer larger than 1 MiB", h.failure())
 	h.polls(azuretest.PathScheduledEvents, 5)
@@ -293,9 +294,9 @@ func TestFaultClearsNothing(t *testing.T) {
 	assert.Equal(t, "pending", h.receive().Event)
 	// One HTML page, one empty document of another shape, then 503s:
 	// faults apply in the order injected.
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Count: 1, Body: "<html>oops</html>"})
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Count: 1, Body: `{"Events": []}`})
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Status: http.StatusServiceUnavailable})
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Count: 1, Body: "<html>oops</html>"})
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Count: 1, Body: `{"Events": []}`})
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Status: http.StatusServiceUnavailable})
 	h.failure()
 	h.polls(azuretest.PathScheduledEvents, 4)
 	h.quiet()
@@ -314,7 +315,7 @@ func TestFaultBackoff(t *testing.T) {
 	cfg.VMName = "test-vm"
 	cfg.HTTPClient = &http.Client{Transport: ct}
 	h := start(t, options{cfg: &cfg, prepare: func(s *azuretest.Server) {
-		s.Inject(azuretest.Fault{Status: http.StatusServiceUnavailable})
+		s.Inject(termsigtest.Fault{Status: http.StatusServiceUnavailable})
 	}})
 	times := ct.waitRequests(t, 7)
 	h.n.Stop()

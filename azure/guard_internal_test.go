@@ -22,7 +22,7 @@ func TestReleaseEndsDNSLookups(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 		dial, queried := guardtest.SilentDNS(t, 5*time.Second)
-		s := New(Config{Endpoint: "http://metadata.termsig.test", Logger: slog.New(slog.DiscardHandler), Timeout: time.Hour, dnsDial: dial})
+		s := New(Config{Endpoint: "http://metadata.termsig.test", Logger: slog.New(slog.DiscardHandler), RequestTimeout: time.Hour, dnsDial: dial})
 		s.current, s.acked = map[string]tracked{"e": {gen: 1}}, map[string]uint64{}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

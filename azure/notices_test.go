@@ -15,15 +15,17 @@ import (
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/azure/azuretest"
 	"github.com/termsig/termsig/internal/testlog"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 func TestSourceBasics(t *testing.T) {
 	src := azure.New(azure.Config{})
 	assert.Equal(t, "azure", src.Name())
 	assert.Equal(t, azure.Name, src.Name())
-	var rr termsig.ReadyReporter = src
-	assert.False(t, rr.ReportsReady(), "the first look needs the network: New must not wait for it")
+	_, ok := termsig.Source(src).(termsig.Describer)
+	assert.False(t, ok, "a Traits method: the first look needs the network, New must not wait for it")
 	var _ termsig.Releaser = src
+	var _ termsig.Detector = src
 }
 
 // Each EventType gives its kind, with the event's id, NotBefore, a reason
@@ -315,15 +317,15 @@ func TestSameIncarnationIsNotActedOn(t *testing.T) {
 
 	// The same incarnation with a new event, then with none: no notice,
 	// neither the new event nor a Cleared.
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Count: 3,
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Count: 3,
 		Body: doc(inc, event("e1", "Preempt", "Scheduled", nb), event("e2", "Reboot", "Scheduled", nb))})
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Count: 3, Body: doc(inc)})
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Count: 3, Body: doc(inc)})
 	h.polls(azuretest.PathScheduledEvents, 7)
 	h.quiet()
 	assert.NoError(t, h.status().Err, "a same-incarnation document is not an error")
 
 	// The same events in a new incarnation: e2 is news.
-	h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents,
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents,
 		Body: doc(inc+100, event("e1", "Preempt", "Scheduled", nb), event("e2", "Reboot", "Scheduled", nb))})
 	nt := h.receive()
 	assert.Equal(t, "e2", nt.Event)

@@ -229,7 +229,6 @@ func (e event) notice(now, deadline time.Time) termsig.Notice {
 		reason += ": " + clip(d)
 	}
 	return termsig.Notice{
-		Source:   Name,
 		Kind:     kinds[e.EventType],
 		Event:    e.EventID,
 		Reason:   reason,

@@ -32,20 +32,20 @@ type watcher struct {
 	base   string // the endpoint, without a trailing slash
 	hc     *http.Client
 	tr     *http.Transport // the source's own, closed at the end; nil for the caller's
-	out    chan<- termsig.Notice
+	r      *termsig.Run
 	health *health.Parts
 
 	vm          string            // this VM's name
 	seen        map[string]string // EventId → EventType|NotBefore of the notices this Watch sent
-	answered    bool              // the scheduled events answered once: Timeout from now on
+	answered    bool              // the scheduled events answered once: RequestTimeout from now on
 	incarnation int64             // of the last document acted on
 	acted       bool              // a document was acted on
 }
 
-func (s *Source) newWatcher(ctx context.Context, out chan<- termsig.Notice) *watcher {
+func (s *Source) newWatcher(r *termsig.Run) *watcher {
 	c := s.cfg.withDefaults()
-	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), out: out, vm: c.VMName, seen: map[string]string{},
-		health: health.New(ctx, parts)}
+	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), r: r, vm: c.VMName, seen: map[string]string{},
+		health: health.New(r, parts)}
 	w.hc = c.HTTPClient
 	if w.hc == nil {
 		w.tr = httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
@@ -89,7 +89,7 @@ func (w *watcher) run(ctx context.Context) {
 // polls the scheduled events and hands over what changed.
 func (w *watcher) once(ctx context.Context) error {
 	if w.vm == "" {
-		name, err := w.get(ctx, PathVMName+nameQuery, w.cfg.Timeout)
+		name, err := w.get(ctx, pathVMName+nameQuery, w.cfg.RequestTimeout)
 		if err != nil {
 			return fmt.Errorf("azure: VM name: %w", err)
 		}
@@ -99,11 +99,11 @@ func (w *watcher) once(ctx context.Context) error {
 		}
 		w.log.Debug("azure: watching the scheduled events of this VM", "vm", w.vm)
 	}
-	timeout := w.cfg.Timeout
+	timeout := w.cfg.RequestTimeout
 	if !w.answered {
-		timeout = w.cfg.FirstTimeout // the service may be enabling itself
+		timeout = w.cfg.FirstRequestTimeout // the service may be enabling itself
 	}
-	body, err := w.get(ctx, PathScheduledEvents+eventsQuery, timeout)
+	body, err := w.get(ctx, pathScheduledEvents+eventsQuery, timeout)
 	if err != nil {
 		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
@@ -122,10 +122,8 @@ func (w *watcher) once(ctx context.Context) error {
 	w.health.Set(partContent, problem)
 	for _, nt := range notices {
 		w.log.Debug("azure: notice", "event", nt.Event, "notice", nt)
-		select {
-		case w.out <- nt:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := w.r.Send(ctx, nt); err != nil {
+			return err
 		}
 	}
 	w.incarnation, w.acted = doc.Incarnation, true
@@ -202,7 +200,7 @@ func (s *Source) update(doc document, vm string, seen map[string]string, now tim
 	slices.Sort(gone)
 	for _, id := range gone {
 		delete(seen, id)
-		notices = append(notices, termsig.Notice{Source: Name, Kind: termsig.Cleared, Event: id, Reason: "no longer scheduled", Observed: now})
+		notices = append(notices, termsig.Notice{Kind: termsig.Cleared, Event: id, Reason: "no longer scheduled", Observed: now})
 	}
 	for id, gen := range s.acked {
 		if t, ok := next[id]; !ok || t.gen != gen {

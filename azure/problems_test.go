@@ -9,6 +9,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/azure/azuretest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // An event of this VM that cannot be reported (an EventType or
@@ -103,7 +104,7 @@ func TestUnparsableNotBefore(t *testing.T) {
 			t.Parallel()
 			h := start(t, options{})
 			h.polls(azuretest.PathScheduledEvents, 1)
-			h.srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Body: doc(100, event("odd", "Preempt", "Scheduled", nb))})
+			h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Body: doc(100, event("odd", "Preempt", "Scheduled", nb))})
 			nt := h.receive()
 			assert.Equal(t, "odd", nt.Event)
 			assert.Equal(t, termsig.Terminate, nt.Kind)
@@ -122,5 +123,47 @@ func TestUnparsableNotBefore(t *testing.T) {
 			assert.Equal(t, "odd", gone.Event)
 			h.recovers()
 		})
+	}
+}
+
+// An event of this VM whose entry becomes unreadable (an unknown
+// EventStatus) has not left the document: it is not Cleared.
+func TestUnreadableEntryIsNotCleared(t *testing.T) {
+	h := start(t, options{})
+	nt := h.scheduled("e")
+	require.Equal(t, termsig.Terminate, nt.Kind)
+	nb := notBefore.Format(http1123)
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Body: doc(1000, event("e", "Preempt", "", nb))})
+	h.polls(azuretest.PathScheduledEvents, 3)
+	for _, n := range h.stopAndDrain() {
+		assert.NotEqual(t, termsig.Cleared, n.Kind, "event still in the document, only its status unreadable: %v", n)
+	}
+}
+
+// http1123 is RFC 1123 as NotBefore carries it, in GMT.
+const http1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// encoding/json matches keys case-insensitively and the last duplicate
+// wins, so a second, lower-case "eventtype" would turn a Freeze into a
+// Terminate. Such a document is refused, its error in Status.
+func TestCaseFoldedDuplicateKeyIsRefused(t *testing.T) {
+	h := start(t, options{})
+	ev := `{"EventId":"e","EventType":"Freeze","ResourceType":"VirtualMachine","Resources":["test-vm"],` +
+		`"EventStatus":"Scheduled","NotBefore":"","eventtype":"Preempt"}`
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Body: doc(7, ev)})
+	assert.Contains(t, h.failure(), `"eventtype" is not spelled "EventType"`)
+	for _, n := range h.stopAndDrain() {
+		assert.NotEqual(t, termsig.Terminate, n.Kind, "a non-canonical key decided the kind: %v", n)
+	}
+}
+
+// Keys in the wrong case are not Azure's document, and make no notice.
+func TestLowerCaseKeysMakeNoNotice(t *testing.T) {
+	h := start(t, options{})
+	ev := `{"eventid":"e","eventtype":"Preempt","resources":["test-vm"],"eventstatus":"Scheduled","notbefore":""}`
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Body: `{"documentincarnation":7,"events":[` + ev + `]}`})
+	h.polls(azuretest.PathScheduledEvents, 3)
+	for _, n := range h.stopAndDrain() {
+		assert.NotEqual(t, termsig.Terminate, n.Kind, "lower-case keys made %v", n)
 	}
 }

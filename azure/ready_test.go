@@ -13,6 +13,7 @@ import (
 	"github.com/termsig/termsig/azure/azuretest"
 	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // Ready is closed after the first answer, with what it called for on C by
@@ -20,7 +21,7 @@ import (
 func TestReadyAfterFirstAnswer(t *testing.T) {
 	h := start(t, options{prepare: func(s *azuretest.Server) {
 		// The first document is held until the test lets it go.
-		s.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Hang: true, Count: 1})
+		s.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Hang: true, Count: 1})
 		s.SetEvents(
 			azuretest.Event{EventID: "a", EventType: "Preempt", NotBefore: notBefore},
 			azuretest.Event{EventID: "b", EventType: "Freeze", NotBefore: notBefore},
@@ -46,19 +47,19 @@ func TestReadyAfterFirstFailure(t *testing.T) {
 		want    string
 	}{
 		{"document 503", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Status: http.StatusServiceUnavailable})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Status: http.StatusServiceUnavailable})
 		}, "azure: scheduled events: HTTP 503: Service Unavailable"},
 		{"document hung", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Hang: true})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Hang: true})
 		}, "azure: scheduled events: no answer within 200ms: context deadline exceeded"},
 		{"name 503", func(s *azuretest.Server) {
-			s.Inject(azuretest.Fault{Key: azuretest.PathVMName, Status: http.StatusServiceUnavailable})
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Status: http.StatusServiceUnavailable})
 		}, "azure: VM name: HTTP 503: Service Unavailable"},
 		{"unreachable", func(s *azuretest.Server) { s.Stop() }, "azure: VM name: unreachable: connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := quick()
-			cfg.FirstTimeout = 200 * time.Millisecond
+			cfg.FirstRequestTimeout = 200 * time.Millisecond
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 				srv := azuretest.NewServer()
 				defer srv.Close()
@@ -80,10 +81,10 @@ func TestReadyAfterFirstFailure(t *testing.T) {
 }
 
 // While the service enables itself, Ready waits for it (up to
-// FirstTimeout), and New does not.
+// FirstRequestTimeout), and New does not.
 func TestReadyWaitsForTheEnabling(t *testing.T) {
 	cfg := quick()
-	cfg.FirstTimeout = 5 * time.Second
+	cfg.FirstRequestTimeout = 5 * time.Second
 	h := start(t, options{cfg: &cfg, prepare: func(s *azuretest.Server) { s.SetEnableDelay(time.Hour) }})
 	inFlight(t, h.srv, 1)
 	assert.False(t, isClosed(h.n.Ready()))

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/termsig/termsig/azure/azuretest"
 	"github.com/termsig/termsig/internal/httpguard"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // spot is a preemption 30 s ahead, as Azure gives a spot VM.
@@ -122,18 +124,18 @@ func TestReleaseBeforeWatch(t *testing.T) {
 func TestReleaseRetried(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		fault azuretest.Fault
+		fault termsigtest.Fault
 	}{
-		{"503 burst", azuretest.Fault{Key: "POST", Count: 5, Status: http.StatusServiceUnavailable}},
-		{"429 burst", azuretest.Fault{Key: "POST", Count: 5, Status: http.StatusTooManyRequests}},
-		{"dropped", azuretest.Fault{Key: "POST", Count: 5, Drop: true}},
-		{"hung", azuretest.Fault{Key: "POST", Count: 2, Hang: true}},
-		{"400", azuretest.Fault{Key: "POST", Count: 2, Status: http.StatusBadRequest}},
+		{"503 burst", termsigtest.Fault{Key: "POST", Count: 5, Status: http.StatusServiceUnavailable}},
+		{"429 burst", termsigtest.Fault{Key: "POST", Count: 5, Status: http.StatusTooManyRequests}},
+		{"dropped", termsigtest.Fault{Key: "POST", Count: 5, Drop: true}},
+		{"hung", termsigtest.Fault{Key: "POST", Count: 2, Hang: true}},
+		{"400", termsigtest.Fault{Key: "POST", Count: 2, Status: http.StatusBadRequest}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := quick()
-			cfg.Timeout = 100 * time.Millisecond
+			cfg.RequestTimeout = 100 * time.Millisecond
 			h := start(t, options{cfg: &cfg})
 			nt := h.scheduled("e")
 			h.srv.Inject(tc.fault)
@@ -162,12 +164,12 @@ func TestReleaseGivesUpWithItsContext(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cfg   func(*azure.Config)
-		fault azuretest.Fault
+		fault termsigtest.Fault
 		want  error
 	}{
-		{"hung", func(c *azure.Config) { c.Timeout = time.Hour }, azuretest.Fault{Key: "POST", Hang: true}, nil},
-		{"503", func(c *azure.Config) { c.MaxBackoff = time.Hour }, azuretest.Fault{Key: "POST", Status: http.StatusServiceUnavailable}, nil},
-		{"slow", func(c *azure.Config) { c.Timeout = time.Hour }, azuretest.Fault{Key: "POST", Delay: time.Hour}, nil},
+		{"hung", func(c *azure.Config) { c.RequestTimeout = time.Hour }, termsigtest.Fault{Key: "POST", Hang: true}, nil},
+		{"503", func(c *azure.Config) { c.MaxBackoff = time.Hour }, termsigtest.Fault{Key: "POST", Status: http.StatusServiceUnavailable}, nil},
+		{"slow", func(c *azure.Config) { c.RequestTimeout = time.Hour }, termsigtest.Fault{Key: "POST", Delay: time.Hour}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := quick()
@@ -320,4 +322,92 @@ func redirectPosts(t *testing.T, srv *azuretest.Server, to string) *httptest.Ser
 		tr.CloseIdleConnections()
 	})
 	return front
+}
+
+// An event that leaves the document while its acknowledgement is being
+// retried is "no longer scheduled": Release stops rather than retry until
+// its context ends.
+func TestReleaseStopsWhenEventLeaves(t *testing.T) {
+	h := start(t, options{})
+	nt := h.scheduled("e")
+	h.srv.Inject(termsigtest.Fault{Key: "POST", Status: 500})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.src.Release(ctx, nt) }()
+	h.srv.SetEvents()
+	require.Equal(t, termsig.Cleared, h.receive().Kind)
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(time.Second):
+		t.Error("Release still retrying an event that left the document a second ago")
+		<-done
+	}
+}
+
+// An acknowledgement in flight while its event leaves and comes back (same
+// EventId) does not mark the new stay acknowledged: its Release sends one.
+func TestReturnedEventIsAcknowledgedAnew(t *testing.T) {
+	h := start(t, options{prepare: func(s *azuretest.Server) { s.SetStartOnAck(false) }})
+	nt := h.scheduled("e")
+	h.srv.Inject(termsigtest.Fault{Key: "POST", Count: 1, Delay: 500 * time.Millisecond})
+	ctx, cancel := background()
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.src.Release(ctx, nt) }()
+	inFlight(t, h.srv, 1)
+	h.srv.SetEvents()
+	require.Equal(t, termsig.Cleared, h.receive().Kind)
+	again := h.scheduled("e")
+	require.NoError(t, <-done)
+	require.NoError(t, h.src.Release(ctx, again))
+	assert.Equal(t, []string{"e", "e"}, h.srv.StartRequests(), "the event back again was never acknowledged")
+}
+
+// Two concurrent Releases of one notice send one acknowledgement.
+func TestConcurrentReleaseAcksOnce(t *testing.T) {
+	h := start(t, options{prepare: func(s *azuretest.Server) { s.SetStartOnAck(false) }})
+	nt := h.scheduled("e")
+	h.srv.Inject(termsigtest.Fault{Key: "POST", Delay: 200 * time.Millisecond})
+	ctx, cancel := background()
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); assert.NoError(t, h.src.Release(ctx, nt)) }()
+	}
+	wg.Wait()
+	assert.Equal(t, []string{"e"}, h.srv.StartRequests())
+}
+
+// Azure starts an acknowledged event for every resource it lists, so
+// Release refuses an event that names another VM too (ErrShared).
+func TestReleaseRefusesSharedEvent(t *testing.T) {
+	h := start(t, options{prepare: func(s *azuretest.Server) { s.SetStartOnAck(false) }})
+	h.srv.SetEvents(azuretest.Event{EventID: "e", EventType: "Reboot", Resources: []string{"test-vm", "other-vm"}, NotBefore: notBefore})
+	nt := h.receive()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := h.src.Release(ctx, nt)
+	assert.ErrorIs(t, err, azure.ErrShared)
+	assert.Empty(t, h.srv.StartRequests(), "acknowledged an event that also holds other-vm")
+}
+
+// After a restart of Watch (same Source, new Notifier), a notice of the
+// first run whose event is still scheduled is acknowledged at once, not
+// taken for gone until the new run has read a document.
+func TestReleaseAcknowledgesAcrossRestart(t *testing.T) {
+	h := start(t, options{prepare: func(s *azuretest.Server) { s.SetStartOnAck(false) }})
+	nt := h.scheduled("e")
+	h.stopAndDrain()
+	h.srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Hang: true})
+	n2 := termsig.Config{}.New(h.src)
+	defer n2.Stop()
+	inFlight(t, h.srv, 1) // the new run is polling, has seen no document
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := h.src.Release(ctx, nt)
+	assert.False(t, err == nil && len(h.srv.StartRequests()) == 0, "Release returned nil without acknowledging a scheduled event")
+	h.srv.ClearFaults()
 }

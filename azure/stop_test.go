@@ -14,6 +14,7 @@ import (
 	"github.com/termsig/termsig/azure/azuretest"
 	"github.com/termsig/termsig/internal/httpguard/guardtest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // Stop returns within 100 ms whatever the source is doing: every wait is
@@ -38,34 +39,34 @@ func TestStopIsPrompt(t *testing.T) {
 		},
 		{
 			name:    "document request hanging",
-			cfg:     azure.Config{Timeout: time.Hour, FirstTimeout: time.Hour},
-			prepare: func(s *azuretest.Server) { s.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Hang: true}) },
+			cfg:     azure.Config{RequestTimeout: time.Hour, FirstRequestTimeout: time.Hour},
+			prepare: func(s *azuretest.Server) { s.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Hang: true}) },
 			busy:    func(t *testing.T, h *harness) { inFlight(t, h.srv, 1) },
 		},
 		{
 			name:    "name request hanging",
-			cfg:     azure.Config{Timeout: time.Hour, FirstTimeout: time.Hour},
-			prepare: func(s *azuretest.Server) { s.Inject(azuretest.Fault{Hang: true}) },
+			cfg:     azure.Config{RequestTimeout: time.Hour, FirstRequestTimeout: time.Hour},
+			prepare: func(s *azuretest.Server) { s.Inject(termsigtest.Fault{Hang: true}) },
 			busy:    func(t *testing.T, h *harness) { inFlight(t, h.srv, 1) },
 		},
 		{
 			name: "a body that never ends",
-			cfg:  azure.Config{Timeout: time.Hour, FirstTimeout: time.Hour, Interval: time.Hour},
+			cfg:  azure.Config{RequestTimeout: time.Hour, FirstRequestTimeout: time.Hour, Interval: time.Hour},
 			prepare: func(s *azuretest.Server) {
-				s.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, BodySize: azuretest.EndlessBody})
+				s.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, BodySize: termsigtest.EndlessBody})
 			},
 			busy: func(t *testing.T, h *harness) { inFlight(t, h.srv, 1) },
 		},
 		{
 			name:    "backing off",
 			cfg:     azure.Config{Interval: azure.FloorInterval, MaxBackoff: time.Hour},
-			prepare: func(s *azuretest.Server) { s.Inject(azuretest.Fault{Status: http.StatusServiceUnavailable}) },
+			prepare: func(s *azuretest.Server) { s.Inject(termsigtest.Fault{Status: http.StatusServiceUnavailable}) },
 			// After 6 failures the next wait is 160 ms to 320 ms.
 			busy: func(t *testing.T, h *harness) { h.polls(azuretest.PathVMName, 6) },
 		},
 		{
 			name:    "the service enabling itself",
-			cfg:     azure.Config{Timeout: time.Hour, FirstTimeout: time.Hour},
+			cfg:     azure.Config{RequestTimeout: time.Hour, FirstRequestTimeout: time.Hour},
 			prepare: func(s *azuretest.Server) { s.SetEnableDelay(time.Hour) },
 			busy:    func(t *testing.T, h *harness) { inFlight(t, h.srv, 1) },
 		},

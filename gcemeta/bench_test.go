@@ -10,6 +10,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 var (
@@ -162,7 +163,7 @@ func BenchmarkIdleRequestRate(b *testing.B) {
 func BenchmarkIgnoreWaitRequestRate(b *testing.B) {
 	for b.Loop() {
 		srv := gcemetatest.NewServer()
-		srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+		srv.Inject(termsigtest.Fault{NoLongPoll: true})
 		n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host()}))
 		<-time.After(*spinFor)
 		n.Stop()

@@ -18,6 +18,7 @@ import (
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // --- Notice.Event ---
@@ -72,9 +73,11 @@ func awaitReady(t *testing.T, n *termsig.Notifier) {
 	}
 }
 
-func TestReportsReadyIsFalse(t *testing.T) {
-	var rr termsig.ReadyReporter = gcemeta.New(gcemeta.Config{})
-	assert.False(t, rr.ReportsReady(), "the first look needs the network")
+// The first look needs the network: the Source has no Traits, so that
+// termsig.New does not wait for it.
+func TestFirstLookIsRemote(t *testing.T) {
+	_, ok := termsig.Source(gcemeta.New(gcemeta.Config{})).(termsig.Describer)
+	assert.False(t, ok, "a Traits method")
 }
 
 // Ready waits for the first read of every key, including the optional one.
@@ -87,7 +90,7 @@ func TestReadyAfterEveryFirstRead(t *testing.T) {
 			}
 			// The first read of upcoming-maintenance hangs until the test
 			// lets it go.
-			srv.Inject(gcemetatest.Fault{Key: upcoming, Hang: true, Count: 1})
+			srv.Inject(termsigtest.Fault{Key: upcoming, Hang: true, Count: 1})
 			srv.Set(preempted, "TRUE")
 			h := run(t, srv, fast(srv))
 			awaitPolling(t, srv, preempted)
@@ -109,7 +112,7 @@ func TestReadyWithHungServer(t *testing.T) {
 	timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 		srv := gcemetatest.NewServer()
 		defer srv.Close()
-		srv.Inject(gcemetatest.Fault{Hang: true})
+		srv.Inject(termsigtest.Fault{Hang: true})
 		cfg := fast(srv)
 		cfg.RequestTimeout = timeout
 		start := time.Now()
@@ -142,11 +145,9 @@ func TestConfigErrors(t *testing.T) {
 		{"negative WaitTimeout", gcemeta.Config{Host: "127.0.0.1:1", WaitTimeout: -time.Second}, "", "gcemeta: Config.WaitTimeout is negative (-1s); zero means the default"},
 		{"negative RequestTimeout", gcemeta.Config{Host: "127.0.0.1:1", RequestTimeout: -1}, "", "gcemeta: Config.RequestTimeout is negative (-1ns); zero means the default"},
 		{"negative MinInterval", gcemeta.Config{Host: "127.0.0.1:1", MinInterval: -time.Second}, "", "gcemeta: Config.MinInterval is negative (-1s); zero means the default"},
-		{"negative Backoff", gcemeta.Config{Host: "127.0.0.1:1", Backoff: -time.Second}, "", "gcemeta: Config.Backoff is negative (-1s); zero means the default"},
 		{"negative MaxBackoff", gcemeta.Config{Host: "127.0.0.1:1", MaxBackoff: -time.Second}, "", "gcemeta: Config.MaxBackoff is negative (-1s); zero means the default"},
 		{"MinInterval below floor", gcemeta.Config{Host: "127.0.0.1:1", MinInterval: 5 * time.Millisecond}, "", "gcemeta: Config.MinInterval is 5ms, below FloorInterval (10ms): the metadata server would be hammered"},
-		{"Backoff below floor", gcemeta.Config{Host: "127.0.0.1:1", Backoff: time.Nanosecond}, "", "gcemeta: Config.Backoff is 1ns, below FloorInterval (10ms): the metadata server would be hammered"},
-		{"off GCE too", gcemeta.Config{Backoff: -time.Second}, "", "gcemeta: Config.Backoff is negative (-1s); zero means the default"},
+		{"off GCE too", gcemeta.Config{MinInterval: -time.Second}, "", "gcemeta: Config.MinInterval is negative (-1s); zero means the default"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := newRoundTripper(t, nil) // fails any request
@@ -159,12 +160,9 @@ func TestConfigErrors(t *testing.T) {
 			err := src.Available()
 			require.EqualError(t, err, tc.want)
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
-			err = src.Watch(context.Background(), make(chan termsig.Notice))
-			require.EqualError(t, err, tc.want)
-
 			logs := newLogRecorder()
-			n := termsig.Config{Logger: logs.logger()}.New(src)
-			defer n.Stop()
+			n, errc := watch(t, termsig.Config{Logger: logs.logger()}, src)
+			require.EqualError(t, returnedErr(t, errc), tc.want)
 			logs.waitFor(t, "termsig: source failed", "err="+tc.want)
 			st := n.Status()[0]
 			assert.Equal(t, termsig.StateFailed, st.State)
@@ -174,7 +172,7 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 	t.Run("floor itself", func(t *testing.T) {
-		cfg := gcemeta.Config{Host: "127.0.0.1:1", MinInterval: gcemeta.FloorInterval, Backoff: gcemeta.FloorInterval}
+		cfg := gcemeta.Config{Host: "127.0.0.1:1", MinInterval: gcemeta.FloorInterval}
 		assert.NoError(t, gcemeta.New(cfg).Available())
 	})
 }
@@ -250,13 +248,12 @@ func TestOneLinePerOutage(t *testing.T) {
 			ct := &countingTransport{tr: &http.Transport{}, attempts: make(chan struct{}, 1000)}
 			defer ct.tr.CloseIdleConnections()
 			logs := newLogRecorder()
-			n := termsig.Config{Logger: logs.logger()}.New(gcemeta.New(gcemeta.Config{
+			n := termsig.Config{Logger: logs.logger()}.New(gcemeta.New(gcemeta.WithBackoff(gcemeta.Config{
 				Host:       tc.addr(t),
-				Backoff:    gcemeta.FloorInterval,
 				MaxBackoff: gcemeta.FloorInterval,
 				HTTPClient: &http.Client{Transport: ct},
 				Logger:     logs.logger(),
-			}))
+			}, gcemeta.FloorInterval)))
 			for i := range 30 { // ten per key
 				select {
 				case <-ct.attempts:
@@ -288,4 +285,15 @@ func TestNilLoggerIsSlogDefault(t *testing.T) {
 	defer n.Stop()
 	receive(t, n)
 	logs.waitFor(t, "gcemeta: value changed", "key="+preempted, "value=TRUE")
+}
+
+// --- the termsig.Source contract ---
+
+func TestSourceKeepsContract(t *testing.T) {
+	termsigtest.TestSource(t, func(t *testing.T) (termsig.Source, func()) {
+		srv := newServer(t)
+		cfg := fast(srv)
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		return gcemeta.New(cfg), func() { srv.Set(preempted, "TRUE") }
+	})
 }

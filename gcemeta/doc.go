@@ -58,10 +58,11 @@
 // preempted when the program starts is reported at once. Once every key
 // has had that first read answered or failed (a failure within
 // [Config.RequestTimeout], or a 404 for the optional key), and the notices
-// it called for have been sent, Watch calls [termsig.Ready], so that
+// it called for have been sent, Watch calls [termsig.Run.Ready], so that
 // [termsig.Notifier.Ready] can tell a program when it knows whether the
-// VM was already going away. This needs the network, so
-// [Source.ReportsReady] is false and termsig.New does not wait for it.
+// VM was already going away. This needs the network, so the Source has no
+// Traits method ([termsig.Traits] are zero) and termsig.New does not wait
+// for it.
 //
 // # Long polling
 //
@@ -78,14 +79,14 @@
 // Nothing the server or the network does causes a notice by itself:
 //
 //   - Errors (a 503 burst, a dropped connection, a timeout, a server that
-//     never answers) are retried with jittered exponential backoff
-//     ([Config.Backoff], [Config.MaxBackoff]) and reported with
-//     [termsig.ReportError], so that they show in
+//     never answers) are retried with jittered exponential backoff (up
+//     to [Config.MaxBackoff]) and reported with
+//     [termsig.Run.Report], so that they show in
 //     [termsig.Notifier.Status] and the Notifier logs them; the source
 //     does not log them itself. Their texts are stable (see [Error]), and
 //     the key that has failed longest is the one reported, so that an
 //     outage is one change however many requests fail. Every answer, for
-//     any key, counts as hearing from the server ([termsig.Heard]), so
+//     any key, counts as hearing from the server ([termsig.Run.Heard]), so
 //     that [termsig.SourceStatus.LastHeard] says when it last answered.
 //     The last ETag is kept, so a change that happened meanwhile is seen
 //     by the first request that succeeds.
@@ -120,28 +121,11 @@
 //
 // # Configuration errors
 //
-// A [Config] that cannot work (a negative duration, a MinInterval or
-// Backoff below [FloorInterval], a host that is not a host[:port]) makes
+// A [Config] that cannot work (a negative duration, a MinInterval below
+// [FloorInterval], a host that is not a host[:port]) makes
 // Watch return at once with an error that starts "gcemeta: " and names the
 // field, on every host; a Notifier shows the source as failed.
 // [Source.Available] returns the same error.
-//
-// # Performance
-//
-// Measured against the fake on loopback (2 cores, AMD EPYC, Go 1.26,
-// linux/amd64; see the repository's README):
-//
-//   - a value flipped in the fake reaches [termsig.Notifier.C] in 0.04 ms
-//     (p50), 0.06–0.13 ms (p99), over 200 trials
-//     (go test -run XXX -bench FlipLatency ./gcemeta);
-//   - at idle, with the defaults, each key costs 0.97 requests a minute
-//     (1.6 counting the read at start-up), over a 185 s run;
-//   - a server that ignores wait_for_change gets 61 requests a minute per
-//     key ([Config.MinInterval], 1 s), not a busy loop;
-//   - a second change 10 to 100 ms after the first reaches C in 0.36 ms
-//     (p50), 9.2 ms (p99), 14 ms at most, over 200 pairs at the default
-//     MinInterval (go test -run XXX -bench SecondChange ./gcemeta); when
-//     MinInterval followed every answer it took 794 ms on average.
 //
 // # Why not metadata.Client.SubscribeWithContext
 //

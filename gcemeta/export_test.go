@@ -3,6 +3,7 @@ package gcemeta
 import (
 	"context"
 	"net"
+	"time"
 )
 
 // WithDNSDial returns c with the DNS server of its own client's lookups
@@ -10,5 +11,12 @@ import (
 // own, such as one that never answers.
 func WithDNSDial(c Config, dial func(ctx context.Context, network, address string) (net.Conn, error)) Config {
 	c.dnsDial = dial
+	return c
+}
+
+// WithBackoff returns c with d as the first wait after a failure, so that
+// a test sees many retries quickly.
+func WithBackoff(c Config, d time.Duration) Config {
+	c.backoff = d
 	return c
 }

@@ -30,13 +30,12 @@ const (
 	DefaultWaitTimeout    = 60 * time.Second
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultMinInterval    = time.Second
-	DefaultBackoff        = 250 * time.Millisecond
 	DefaultMaxBackoff     = 5 * time.Second
 
-	// FloorInterval is the least [Config.MinInterval] and [Config.Backoff]
-	// that a Config may set: shorter waits between requests would hammer
-	// the metadata server, which every process on the VM shares, when it
-	// ignores wait_for_change or fails. Watch rejects a Config below it.
+	// FloorInterval is the least [Config.MinInterval] that a Config may
+	// set: shorter waits between requests would hammer the metadata
+	// server, which every process on the VM shares, when it ignores
+	// wait_for_change. Watch rejects a Config below it.
 	FloorInterval = 10 * time.Millisecond
 
 	// The time left after the notice, as documented by Google: about 30 s
@@ -45,6 +44,10 @@ const (
 	PreemptionNotice  = 30 * time.Second
 	MaintenanceNotice = 60 * time.Second
 )
+
+// defaultBackoff is the first wait after a failed request; it doubles
+// with each failure in a row, up to Config.MaxBackoff.
+const defaultBackoff = 250 * time.Millisecond
 
 // The values of [termsig.Notice.Event]: one per key, so that a Cleared
 // notice carries the Event of the advice it clears.
@@ -62,7 +65,7 @@ const Name = "gcemeta"
 // elsewhere.
 //
 // Zero durations mean the defaults. Watch (and Available) reject a Config
-// whose durations are negative, whose MinInterval or Backoff is below
+// whose durations are negative, whose MinInterval is below
 // [FloorInterval], or whose host (Host, or GCE_METADATA_HOST) is not a
 // host[:port], with an error that starts "gcemeta: " and names the field:
 // a [termsig.Notifier] then shows the source as failed. Such a Config is
@@ -70,7 +73,9 @@ const Name = "gcemeta"
 // program is written and tested rather than first in production.
 type Config struct {
 	// Host is the metadata server's host[:port], such as "127.0.0.1:8080"
-	// for a fake. Empty means the value of GCE_METADATA_HOST (see
+	// for a fake: a host, not a base URL as other sources' Endpoint,
+	// because GCE_METADATA_HOST and Google's compute/metadata package
+	// name the server so. Empty means the value of GCE_METADATA_HOST (see
 	// [HostEnv]) and, when that is empty too, [DefaultHost] on a host
 	// whose firmware says it is GCE (see the package documentation for
 	// the systems where that is known). Off GCE, with neither set, Watch
@@ -103,8 +108,9 @@ type Config struct {
 
 	// WaitTimeout is the longest a long poll waits for a change, sent as
 	// timeout_sec: at idle, each key costs one request per WaitTimeout.
-	// It is rounded up to whole seconds; zero means
-	// [DefaultWaitTimeout] (60 s). It must not be negative.
+	// (The server holds the request that long; RequestTimeout is what
+	// the source allows on top.) It is rounded up to whole seconds; zero
+	// means [DefaultWaitTimeout] (60 s). It must not be negative.
 	WaitTimeout time.Duration
 
 	// RequestTimeout is how long a plain read may take, and how long a
@@ -119,31 +125,28 @@ type Config struct {
 	// MinInterval is the least time between the starts of a long poll
 	// whose answer changed nothing and the next request for the same key,
 	// so that a server that ignores wait_for_change costs at most one
-	// request per MinInterval per key. (The first long poll follows the
-	// first read at once, and a long poll follows a change at once, at
-	// most one per MinInterval/10; after a failure, the backoff applies
-	// instead.) Zero means
-	// [DefaultMinInterval] (1 s); otherwise it must be at least
-	// [FloorInterval].
+	// request per MinInterval per key. It is a floor, not a period as
+	// other sources' Interval: a long poll that works asks again only
+	// when the value changes or WaitTimeout passes. (The first long poll
+	// follows the first read at once, and a long poll follows a change at
+	// once, at most one per MinInterval/10; after a failure, the backoff
+	// applies instead.) Zero means [DefaultMinInterval] (1 s); otherwise
+	// it must be at least [FloorInterval].
 	MinInterval time.Duration
 
-	// Backoff is the wait after a failed request (an error status, a
-	// network error, a timeout, a value not understood); it doubles with
-	// each failure in a row, up to MaxBackoff, and each wait is drawn at
-	// random from its upper half. Zero means [DefaultBackoff] (250 ms);
-	// otherwise it must be at least [FloorInterval].
-	Backoff time.Duration
-
-	// MaxBackoff caps Backoff. It is short by default because a
-	// preemption leaves 30 s. Zero means [DefaultMaxBackoff] (5 s); it
-	// must not be negative, and a MaxBackoff below Backoff is taken as
-	// Backoff.
+	// MaxBackoff caps the wait after a failed request (an error status,
+	// a network error, a timeout, a value not understood): the wait
+	// starts at 250 ms and doubles with each failure in a row, each wait
+	// drawn at random from its upper half. It is short by default because
+	// a preemption leaves 30 s. Zero means [DefaultMaxBackoff] (5 s); it
+	// must not be negative, and a MaxBackoff below 250 ms is taken as
+	// 250 ms.
 	MaxBackoff time.Duration
 
 	// Logger receives one line per change of state that is not health:
 	// watching started and a key not served (debug), a value changed
 	// (info), a server that sends no ETag (warning). Failures are not
-	// logged here: they are reported with [termsig.ReportError], and the
+	// logged here: they are reported with [termsig.Run.Report], and the
 	// Notifier logs each change. Nil means slog.Default(); pass
 	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
@@ -152,6 +155,11 @@ type Config struct {
 	// client; nil means a net.Dialer. Tests point it at a server of their
 	// own (see export_test.go).
 	dnsDial httpguard.DialFunc
+
+	// backoff is the first wait after a failure; zero means
+	// defaultBackoff. Tests shorten it (see export_test.go), to see many
+	// retries quickly: no user has a reason to.
+	backoff time.Duration
 }
 
 // A Source reports GCE preemption and host maintenance: a [termsig.Source]
@@ -173,15 +181,6 @@ func New(cfg Config) *Source { return &Source{cfg: cfg} }
 // Name returns "gcemeta".
 func (s *Source) Name() string { return Name }
 
-// ReportsReady makes Source a [termsig.ReadyReporter], and returns false:
-// its first look needs the metadata server, over the network, so
-// termsig.New does not wait for it. Watch calls [termsig.Ready] once every
-// key has had its first read answered or failed (within
-// [Config.RequestTimeout]); from then on [termsig.Notifier.Ready] may say
-// that a preemption or maintenance event already posted when the program
-// started has been sent.
-func (s *Source) ReportsReady() bool { return false }
-
 // Available reports, from local facts only and without touching the
 // network, whether the source can work on this host. It returns:
 //
@@ -200,7 +199,7 @@ func (s *Source) Available() error {
 }
 
 // An Error is a failed request for one key, or a value that could not be
-// understood. Watch retries after it; [termsig.ReportError] shows it in
+// understood. Watch retries after it; [termsig.Run.Report] shows it in
 // [termsig.Notifier.Status] meanwhile.
 //
 // Its text is stable: it names the key and the failure, such as
@@ -242,18 +241,20 @@ func (e *Error) Unwrap() error { return e.Err }
 //     has had that read answered or failed (a timeout after
 //     [Config.RequestTimeout], or the 404 of a key that the server does
 //     not have), and any notice it called for has been sent, Watch calls
-//     [termsig.Ready]. Then it long-polls each key.
+//     [termsig.Run.Ready]. Then it long-polls each key. This needs the
+//     network, so the Source has no Traits method and termsig.New does
+//     not wait for it.
 //   - Failed requests and bad values are retried with backoff and
-//     reported with [termsig.ReportError], with a stable text (see
+//     reported with [termsig.Run.Report], with a stable text (see
 //     [Error]); they never cause a notice. Every answer counts as hearing
-//     from the server ([termsig.Heard]), so that
+//     from the server ([termsig.Run.Heard]), so that
 //     [termsig.SourceStatus.LastHeard] says when the server last answered,
 //     even while another key fails.
 //   - Each change is reported once.
 //   - When ctx is done, it cancels its requests and returns at once,
 //     whatever the server does, leaving no goroutine behind.
-func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
-	w, err := s.start(ctx)
+func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
+	w, err := s.start(r)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 	w.log.Debug("gcemeta: watching", "host", w.host, "wait_timeout", time.Duration(w.timeoutSec)*time.Second)
 	var wg sync.WaitGroup
 	for i := range keys {
-		wg.Go(func() { w.watchKey(ctx, i, out) })
+		wg.Go(func() { w.watchKey(ctx, i) })
 	}
 	wg.Wait() // only the optional key ends before ctx
 	return ctx.Err()
@@ -277,16 +278,14 @@ func (c Config) check() error {
 	}
 	for _, f := range []field{
 		{"WaitTimeout", c.WaitTimeout}, {"RequestTimeout", c.RequestTimeout},
-		{"MinInterval", c.MinInterval}, {"Backoff", c.Backoff}, {"MaxBackoff", c.MaxBackoff},
+		{"MinInterval", c.MinInterval}, {"MaxBackoff", c.MaxBackoff},
 	} {
 		if f.d < 0 {
 			return fmt.Errorf("gcemeta: Config.%s is negative (%v); zero means the default", f.name, f.d)
 		}
 	}
-	for _, f := range []field{{"MinInterval", c.MinInterval}, {"Backoff", c.Backoff}} {
-		if f.d > 0 && f.d < FloorInterval {
-			return fmt.Errorf("gcemeta: Config.%s is %v, below FloorInterval (%v): the metadata server would be hammered", f.name, f.d, FloorInterval)
-		}
+	if c.MinInterval > 0 && c.MinInterval < FloorInterval {
+		return fmt.Errorf("gcemeta: Config.MinInterval is %v, below FloorInterval (%v): the metadata server would be hammered", c.MinInterval, FloorInterval)
 	}
 	return nil
 }
@@ -303,9 +302,9 @@ func (c Config) withDefaults() Config {
 	or(&c.WaitTimeout, DefaultWaitTimeout)
 	or(&c.RequestTimeout, DefaultRequestTimeout)
 	or(&c.MinInterval, DefaultMinInterval)
-	or(&c.Backoff, DefaultBackoff)
+	or(&c.backoff, defaultBackoff)
 	or(&c.MaxBackoff, DefaultMaxBackoff)
-	c.MaxBackoff = max(c.MaxBackoff, c.Backoff)
+	c.MaxBackoff = max(c.MaxBackoff, c.backoff)
 	if c.Root == "" {
 		c.Root = "/"
 	}
@@ -340,8 +339,8 @@ func (s *Source) host() (string, error) {
 	return h, nil
 }
 
-// start works out the configuration of one Watch under ctx.
-func (s *Source) start(ctx context.Context) (*watcher, error) {
+// start works out the configuration of one Watch with r.
+func (s *Source) start(r *termsig.Run) (*watcher, error) {
 	h, err := s.host()
 	if err != nil {
 		return nil, err
@@ -354,7 +353,8 @@ func (s *Source) start(ctx context.Context) (*watcher, error) {
 		base:       "http://" + h + "/computeMetadata/v1/",
 		hc:         c.HTTPClient,
 		timeoutSec: int((c.WaitTimeout + time.Second - 1) / time.Second),
-		health:     health.New(ctx, len(keys)),
+		run:        r,
+		health:     health.New(r, len(keys)),
 	}
 	if w.hc == nil {
 		w.ownTransport = httpguard.NewTransport(2*time.Second, len(keys), c.dnsDial)
@@ -374,6 +374,7 @@ type watcher struct {
 	hc           *http.Client
 	ownTransport *http.Transport // nil when the client is the caller's
 	timeoutSec   int             // WaitTimeout in whole seconds, rounded up
+	run          *termsig.Run
 
 	// health holds each key's state, a part numbered as in keys: the
 	// source reports the error of the key that has failed longest, so
@@ -382,7 +383,7 @@ type watcher struct {
 	health *health.Parts
 }
 
-var _ termsig.Source = (*Source)(nil)
+var _ termsig.Detector = (*Source)(nil)
 
 // isNotFound is errors.As for metadata.NotDefinedError.
 func isNotFound(err error) bool {

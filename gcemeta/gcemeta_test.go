@@ -23,6 +23,7 @@ import (
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 const (
@@ -42,7 +43,8 @@ func TestUnavailableOffGCEWithoutNetwork(t *testing.T) {
 	})
 	timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 		start := time.Now()
-		err := src.Watch(context.Background(), make(chan termsig.Notice))
+		_, errc := watch(t, termsig.Config{Logger: slog.New(slog.DiscardHandler)}, src)
+		err := returnedErr(t, errc)
 		took := time.Since(start)
 		require.ErrorIs(t, err, termsig.ErrUnavailable)
 		assert.Contains(t, err.Error(), "not on GCE")
@@ -65,8 +67,8 @@ func TestZeroConfigOffGCE(t *testing.T) {
 		}
 	}
 	t.Setenv(gcemeta.HostEnv, "")
-	err := gcemeta.New(gcemeta.Config{}).Watch(context.Background(), make(chan termsig.Notice))
-	assert.ErrorIs(t, err, termsig.ErrUnavailable)
+	_, errc := watch(t, termsig.Config{Logger: slog.New(slog.DiscardHandler)}, gcemeta.New(gcemeta.Config{}))
+	assert.ErrorIs(t, returnedErr(t, errc), termsig.ErrUnavailable)
 }
 
 func TestZeroConfigUsesGCEMetadataHost(t *testing.T) {
@@ -283,7 +285,7 @@ func TestEachChangeReportedOnce(t *testing.T) {
 	srv := newServer(t)
 	// The server answers every long poll at once, so the source reads
 	// the same values again and again.
-	srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+	srv.Inject(termsigtest.Fault{NoLongPoll: true})
 	h := run(t, srv, fast(srv))
 	srv.Set(preempted, "TRUE")
 	srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
@@ -445,12 +447,12 @@ func Test503Burst(t *testing.T) {
 		t.Run(map[bool]string{true: "at start", false: "during long polls"}[atStart], func(t *testing.T) {
 			srv := newServer(t)
 			if atStart {
-				srv.Inject(gcemetatest.Fault{Key: preempted, Status: http.StatusServiceUnavailable, Count: 6})
+				srv.Inject(termsigtest.Fault{Key: preempted, Status: http.StatusServiceUnavailable, Count: 6})
 			}
 			h := run(t, srv, fast(srv))
 			if !atStart {
 				awaitPolling(t, srv, preempted)
-				srv.Inject(gcemetatest.Fault{Key: preempted, Status: http.StatusServiceUnavailable, Count: 6})
+				srv.Inject(termsigtest.Fault{Key: preempted, Status: http.StatusServiceUnavailable, Count: 6})
 				srv.DropWaiting(preempted) // the next requests meet the burst
 			}
 			h.logs.waitFor(t, logFailing, "503")
@@ -473,7 +475,7 @@ func Test503Burst(t *testing.T) {
 
 func TestStatusShowsAnyFailingKey(t *testing.T) {
 	srv := newServer(t)
-	srv.Inject(gcemetatest.Fault{Key: preempted, Status: http.StatusInternalServerError})
+	srv.Inject(termsigtest.Fault{Key: preempted, Status: http.StatusInternalServerError})
 	h := run(t, srv, fast(srv))
 	h.logs.waitFor(t, logFailing, "500")
 	// The other keys work, and say so on every answer; the failing key
@@ -502,7 +504,7 @@ func TestConnectionDroppedInLongPoll(t *testing.T) {
 	// that fails on a reused connection by itself, on another idle
 	// connection if it has one, so that a few drops may never reach the
 	// source.
-	srv.Inject(gcemetatest.Fault{Key: preempted, Drop: true})
+	srv.Inject(termsigtest.Fault{Key: preempted, Drop: true})
 	srv.DropWaiting(preempted)
 	h.logs.waitFor(t, logFailing, "gcemeta: "+preempted+": ")
 	srv.Set(preempted, "TRUE")
@@ -515,7 +517,7 @@ func TestConnectionDroppedInLongPoll(t *testing.T) {
 func TestServerIgnoringWaitForChangeDoesNotSpin(t *testing.T) {
 	const interval = 25 * time.Millisecond
 	srv := newServer(t)
-	srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+	srv.Inject(termsigtest.Fault{NoLongPoll: true})
 	cfg := fast(srv)
 	cfg.MinInterval = interval
 	started := time.Now()
@@ -538,7 +540,7 @@ func TestServerIgnoringWaitForChangeDoesNotSpin(t *testing.T) {
 
 func TestServerThatNeverAnswers(t *testing.T) {
 	srv := newServer(t)
-	srv.Inject(gcemetatest.Fault{Hang: true})
+	srv.Inject(termsigtest.Fault{Hang: true})
 	cfg := fast(srv)
 	cfg.RequestTimeout = 50 * time.Millisecond
 	h := run(t, srv, cfg)
@@ -564,7 +566,7 @@ func TestLongPollThatNeverEndsIsAbandoned(t *testing.T) {
 	awaitPolling(t, srv, preempted)
 	// From now on the server takes requests but never answers, as over a
 	// connection that died silently.
-	srv.Inject(gcemetatest.Fault{Key: preempted, Hang: true})
+	srv.Inject(termsigtest.Fault{Key: preempted, Hang: true})
 	srv.DropWaiting(preempted)
 	// The drop is the first failure; the Notifier logs each new error.
 	h.logs.waitFor(t, logFailing, "instance/preempted: no answer within 1.05s")
@@ -605,7 +607,7 @@ func TestBadValuesNeverNotify(t *testing.T) {
 				if how == "page" {
 					// A 200 page from something in the way, in place of
 					// the first answer.
-					srv.Inject(gcemetatest.Fault{Key: tc.key, Body: tc.bad, Count: 1})
+					srv.Inject(termsigtest.Fault{Key: tc.key, Body: tc.bad, Count: 1})
 				}
 				h := run(t, srv, fast(srv))
 				if how == "value" {
@@ -646,26 +648,28 @@ func TestStopWithin100ms(t *testing.T) {
 			return func() { awaitPolling(t, srv, preempted) }
 		}},
 		{"hung server", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
-			srv.Inject(gcemetatest.Fault{Hang: true})
+			srv.Inject(termsigtest.Fault{Hang: true})
 			cfg.RequestTimeout = time.Minute
 			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
 		}},
 		{"slow server", func(t *testing.T, srv *gcemetatest.Server, _ *gcemeta.Config) func() {
-			srv.Inject(gcemetatest.Fault{Delay: time.Minute})
+			srv.Inject(termsigtest.Fault{Delay: time.Minute})
 			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
 		}},
 		{"backoff after 503", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
-			srv.Inject(gcemetatest.Fault{Status: 503})
-			cfg.Backoff, cfg.MaxBackoff = time.Minute, time.Minute
+			srv.Inject(termsigtest.Fault{Status: 503})
+			*cfg = gcemeta.WithBackoff(*cfg, time.Minute)
+			cfg.MaxBackoff = time.Minute
 			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
 		}},
 		{"backoff after dropped connection", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
-			srv.Inject(gcemetatest.Fault{Drop: true})
-			cfg.Backoff, cfg.MaxBackoff = time.Minute, time.Minute
+			srv.Inject(termsigtest.Fault{Drop: true})
+			*cfg = gcemeta.WithBackoff(*cfg, time.Minute)
+			cfg.MaxBackoff = time.Minute
 			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 1 }) }
 		}},
 		{"spacing after early answer", func(t *testing.T, srv *gcemetatest.Server, cfg *gcemeta.Config) func() {
-			srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+			srv.Inject(termsigtest.Fault{NoLongPoll: true})
 			cfg.MinInterval = time.Minute
 			return func() { await(t, srv, "requests", func() bool { return srv.Requests(preempted) >= 2 }) }
 		}},
@@ -736,40 +740,26 @@ func TestStopWithin100msHalfOpen(t *testing.T) {
 
 func TestWatchReturnsCtxErr(t *testing.T) {
 	srv := newServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- gcemeta.New(fast(srv)).Watch(ctx, make(chan termsig.Notice)) }()
+	n, errc := watch(t, termsig.Config{}, gcemeta.New(fast(srv)))
 	awaitPolling(t, srv, preempted)
-	cancel()
-	select {
-	case err := <-errc:
-		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(wait):
-		t.Fatal("Watch did not return")
-	}
+	n.Stop()
+	assert.ErrorIs(t, returnedErr(t, errc), context.Canceled)
 }
 
 func TestStopWhileNoticeIsUnread(t *testing.T) {
-	// The source waits to hand a notice over; Stop must still be prompt.
+	// The source waits to hand a notice over (C holds one, and nobody
+	// reads it); Stop must still be prompt.
 	promptly(t, func(t *testing.T) time.Duration {
 		srv := gcemetatest.NewServer()
 		defer srv.Close()
 		srv.Set(preempted, "TRUE")
 		srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
-		ctx, cancel := context.WithCancel(context.Background())
-		out := make(chan termsig.Notice) // never read
-		errc := make(chan error, 1)
-		go func() { errc <- gcemeta.New(fast(srv)).Watch(ctx, out) }()
+		n, errc := watch(t, termsig.Config{Buffer: 1, Logger: slog.New(slog.DiscardHandler)}, gcemeta.New(fast(srv)))
 		awaitPolling(t, srv, upcoming)
 		await(t, srv, "reads", func() bool { return srv.Requests(preempted) >= 1 && srv.Requests(maintenance) >= 1 })
 		start := time.Now()
-		cancel()
-		select {
-		case err := <-errc:
-			assert.ErrorIs(t, err, context.Canceled)
-		case <-time.After(wait):
-			t.Fatal("Watch did not return")
-		}
+		n.Stop()
+		assert.ErrorIs(t, returnedErr(t, errc), context.Canceled)
 		return time.Since(start)
 	})
 }

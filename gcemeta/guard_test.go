@@ -16,8 +16,8 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/gcemeta"
-	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/internal/httpguard/guardtest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // A redirect is refused, never followed, whoever made the HTTP client: the
@@ -103,7 +103,7 @@ func TestAnswerWithoutFlavorIsAnError(t *testing.T) {
 	const notServer = "answer without Metadata-Flavor: Google: not the metadata server"
 	t.Run("TRUE", func(t *testing.T) {
 		srv := newServer(t)
-		srv.Inject(gcemetatest.Fault{Key: preempted, Body: "TRUE", NoFlavor: true})
+		srv.Inject(termsigtest.Fault{Key: preempted, Body: "TRUE", Foreign: true})
 		h := run(t, srv, fast(srv))
 		h.logs.waitFor(t, logFailing)
 		assert.EqualError(t, h.n.Status()[0].Err, "gcemeta: "+preempted+": "+notServer)
@@ -116,7 +116,7 @@ func TestAnswerWithoutFlavorIsAnError(t *testing.T) {
 	})
 	t.Run("404 of the optional key", func(t *testing.T) {
 		srv := newServer(t)
-		srv.Inject(gcemetatest.Fault{Key: upcoming, Status: http.StatusNotFound, NoFlavor: true})
+		srv.Inject(termsigtest.Fault{Key: upcoming, Status: http.StatusNotFound, Foreign: true})
 		h := run(t, srv, fast(srv))
 		h.logs.waitFor(t, logFailing)
 		assert.EqualError(t, h.n.Status()[0].Err, "gcemeta: "+upcoming+": "+notServer)
@@ -132,7 +132,7 @@ func TestLongAnswersAreCutOff(t *testing.T) {
 	for _, own := range []bool{true, false} {
 		t.Run("own client "+strconv.FormatBool(own), func(t *testing.T) {
 			srv := newServer(t)
-			srv.Inject(gcemetatest.Fault{Key: preempted, BodySize: gcemetatest.EndlessBody})
+			srv.Inject(termsigtest.Fault{Key: preempted, BodySize: termsigtest.EndlessBody})
 			cfg := fast(srv)
 			if !own {
 				tr := &http.Transport{}

@@ -37,13 +37,12 @@ const wait = 5 * time.Second
 // milliseconds. WaitTimeout stays at its default: a long poll waits until
 // the value changes or the test ends.
 func fast(srv *gcemetatest.Server) gcemeta.Config {
-	return gcemeta.Config{
+	return gcemeta.WithBackoff(gcemeta.Config{
 		Host:           srv.Host(),
 		MinInterval:    gcemeta.FloorInterval,
-		Backoff:        gcemeta.FloorInterval,
 		MaxBackoff:     20 * time.Millisecond,
 		RequestTimeout: 2 * time.Second,
-	}
+	}, gcemeta.FloorInterval)
 }
 
 // harness runs a gcemeta source under a Notifier against a fake server,
@@ -235,4 +234,39 @@ func (rt *roundTripper) requests() []*http.Request {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return append([]*http.Request(nil), rt.reqs...)
+}
+
+// returned is a Source that passes on what its Watch returned.
+type returned struct {
+	termsig.Source
+	err chan error
+}
+
+func (s returned) Watch(ctx context.Context, r *termsig.Run) error {
+	err := s.Source.Watch(ctx, r)
+	s.err <- err
+	return err
+}
+
+// watch runs src under a Notifier of cfg, and returns it with a channel
+// that gets what src's Watch returned. The Notifier stops when the test
+// ends.
+func watch(t *testing.T, cfg termsig.Config, src termsig.Source) (*termsig.Notifier, <-chan error) {
+	t.Helper()
+	w := returned{Source: src, err: make(chan error, 1)}
+	n := cfg.New(w)
+	t.Cleanup(n.Stop)
+	return n, w.err
+}
+
+// returnedErr waits for what Watch returned.
+func returnedErr(t *testing.T, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(wait):
+		t.Fatal("Watch did not return")
+	}
+	return nil
 }

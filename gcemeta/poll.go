@@ -70,8 +70,8 @@ const userAgent = "termsig-gcemeta"
 // not to have it. Its first read, once answered (and any notice the answer
 // called for sent) or failed, is key i's first look: once every key has
 // had it, the source is ready.
-func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice) {
-	p := &keyPoll{w: w, i: i, k: &keys[i], bo: backoff.Backoff{Base: w.cfg.Backoff, Max: w.cfg.MaxBackoff, Jitter: true}}
+func (w *watcher) watchKey(ctx context.Context, i int) {
+	p := &keyPoll{w: w, i: i, k: &keys[i], bo: backoff.Backoff{Base: w.cfg.backoff, Max: w.cfg.MaxBackoff, Jitter: true}}
 	var earliest time.Time
 	for backoff.Until(ctx, earliest) {
 		nt, next, more := p.poll(ctx)
@@ -79,9 +79,7 @@ func (w *watcher) watchKey(ctx context.Context, i int, out chan<- termsig.Notice
 			return
 		}
 		if nt != nil {
-			select {
-			case out <- *nt:
-			case <-ctx.Done():
+			if err := w.run.Send(ctx, *nt); err != nil {
 				return
 			}
 		}
@@ -195,7 +193,7 @@ func notice(k *keySpec, prev, r reading, now time.Time, body []byte) (termsig.No
 	if len(raw) > maxRaw {
 		raw = raw[:maxRaw]
 	}
-	nt := termsig.Notice{Source: Name, Event: k.event, Observed: now, Raw: raw}
+	nt := termsig.Notice{Event: k.event, Observed: now, Raw: raw}
 	switch {
 	case r.id != "":
 		nt.Kind, nt.Reason, nt.Deadline = r.kind, r.reason, r.deadline

@@ -37,7 +37,8 @@
 //
 // # Faults
 //
-// [Server.Inject] makes the server misbehave, for some requests or until
+// [Server.Inject] takes a [github.com/termsig/termsig/termsigtest.Fault],
+// which makes the server misbehave, for some requests or until
 // [Server.ClearFaults], as IMDS and the network in front of it do: answer
 // with a status such as 429 or 503, answer with a body IMDS would not send
 // (truncated JSON, an HTML page with status 200, a body of 100 MB or one

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig/azure/azuretest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // What one request gets from each kind of fault, and what the next gets.
@@ -23,28 +24,28 @@ func TestFaultAnswers(t *testing.T) {
 	unavailable := reply{http.StatusServiceUnavailable, "Service Unavailable"}
 	for _, tc := range []struct {
 		name   string
-		faults []azuretest.Fault
+		faults []termsigtest.Fault
 		want   []reply // for successive GETs of the document
 	}{
-		{"a burst of 503", []azuretest.Fault{{Count: 3, Status: http.StatusServiceUnavailable}},
+		{"a burst of 503", []termsigtest.Fault{{Count: 3, Status: http.StatusServiceUnavailable}},
 			[]reply{unavailable, unavailable, unavailable, ok}},
-		{"until cleared", []azuretest.Fault{{Status: http.StatusServiceUnavailable}},
+		{"until cleared", []termsigtest.Fault{{Status: http.StatusServiceUnavailable}},
 			[]reply{unavailable, unavailable, unavailable}},
-		{"status and body", []azuretest.Fault{{Count: 1, Status: http.StatusTooManyRequests, Body: `{"error":"Too many requests"}`}},
+		{"status and body", []termsigtest.Fault{{Count: 1, Status: http.StatusTooManyRequests, Body: `{"error":"Too many requests"}`}},
 			[]reply{{http.StatusTooManyRequests, `{"error":"Too many requests"}`}, ok}},
-		{"truncated body", []azuretest.Fault{{Count: 1, Body: `{"DocumentIncarnation":1,"Ev`}},
+		{"truncated body", []termsigtest.Fault{{Count: 1, Body: `{"DocumentIncarnation":1,"Ev`}},
 			[]reply{{http.StatusOK, `{"DocumentIncarnation":1,"Ev`}, ok}},
-		{"empty 200", []azuretest.Fault{{Count: 1, Status: http.StatusOK}},
+		{"empty 200", []termsigtest.Fault{{Count: 1, Status: http.StatusOK}},
 			[]reply{{http.StatusOK, ""}, ok}},
-		{"in the order injected", []azuretest.Fault{{Count: 2, Status: http.StatusServiceUnavailable}, {Count: 1, Body: "<html>"}},
+		{"in the order injected", []termsigtest.Fault{{Count: 2, Status: http.StatusServiceUnavailable}, {Count: 1, Body: "<html>"}},
 			[]reply{unavailable, unavailable, {http.StatusOK, "<html>"}, ok}},
-		{"other key", []azuretest.Fault{{Key: azuretest.PathVMName, Status: http.StatusServiceUnavailable}, {Key: "POST", Status: http.StatusServiceUnavailable}},
+		{"other key", []termsigtest.Fault{{Key: azuretest.PathVMName, Status: http.StatusServiceUnavailable}, {Key: "POST", Status: http.StatusServiceUnavailable}},
 			[]reply{ok, ok}},
-		{"own key", []azuretest.Fault{{Key: azuretest.PathScheduledEvents, Count: 1, Status: http.StatusServiceUnavailable}},
+		{"own key", []termsigtest.Fault{{Key: azuretest.PathScheduledEvents, Count: 1, Status: http.StatusServiceUnavailable}},
 			[]reply{unavailable, ok}},
-		{"delay, then status", []azuretest.Fault{{Count: 1, Delay: 10 * time.Millisecond, Status: http.StatusServiceUnavailable}},
+		{"delay, then status", []termsigtest.Fault{{Count: 1, Delay: 10 * time.Millisecond, Status: http.StatusServiceUnavailable}},
 			[]reply{unavailable, ok}},
-		{"nothing set lets it through", []azuretest.Fault{{Count: 1}, {Count: 1, Body: "x"}},
+		{"nothing set lets it through", []termsigtest.Fault{{Count: 1}, {Count: 1, Body: "x"}},
 			[]reply{ok, {http.StatusOK, "x"}, ok}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,12 +72,12 @@ func TestFaultBeforeChecks(t *testing.T) {
 	c := client(t)
 	url := srv.URL + azuretest.PathScheduledEvents + query
 
-	srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, Count: 1, Body: "from a proxy"})
+	srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, Count: 1, Body: "from a proxy"})
 	a := do(t, c, http.MethodGet, url, nil, "")
 	assert.Equal(t, http.StatusOK, a.status, "the fault answers in IMDS's place, header or not")
 	assert.Equal(t, "from a proxy", a.body)
 
-	srv.Inject(azuretest.Fault{Key: "POST", Count: 1, Status: http.StatusInternalServerError})
+	srv.Inject(termsigtest.Fault{Key: "POST", Count: 1, Status: http.StatusInternalServerError})
 	a = ack(t, c, srv, `{"StartRequests":[{"EventId":"e1"}]}`)
 	assert.Equal(t, http.StatusInternalServerError, a.status)
 	assert.Empty(t, srv.StartRequests(), "a lost acknowledgement")
@@ -85,7 +86,7 @@ func TestFaultBeforeChecks(t *testing.T) {
 	assert.Equal(t, http.StatusOK, a.status)
 	assert.Equal(t, []string{"e1"}, srv.StartRequests())
 
-	srv.Inject(azuretest.Fault{Key: azuretest.PathVMName, Count: 1, Status: http.StatusNotFound})
+	srv.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Count: 1, Status: http.StatusNotFound})
 	a = do(t, c, http.MethodGet, srv.URL+azuretest.PathVMName+"?api-version=2021-02-01&format=text", metadata, "")
 	assert.Equal(t, http.StatusNotFound, a.status)
 }
@@ -95,12 +96,12 @@ func TestFaultBodySize(t *testing.T) {
 	srv := azuretest.NewServer()
 	defer srv.Close()
 	c := client(t)
-	srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, BodySize: 2<<20 + 1, Count: 1})
+	srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, BodySize: 2<<20 + 1, Count: 1})
 	a := get(t, c, srv)
 	assert.Equal(t, http.StatusOK, a.status)
 	assert.Len(t, a.body, 2<<20+1)
 
-	srv.Inject(azuretest.Fault{Key: azuretest.PathScheduledEvents, BodySize: azuretest.EndlessBody})
+	srv.Inject(termsigtest.Fault{Key: azuretest.PathScheduledEvents, BodySize: termsigtest.EndlessBody})
 	req, err := http.NewRequest(http.MethodGet, srv.URL+azuretest.PathScheduledEvents+query, nil)
 	require.NoError(t, err)
 	req.Header.Set("Metadata", "true")
@@ -120,7 +121,7 @@ func TestFaultBodySize(t *testing.T) {
 func TestFaultDrop(t *testing.T) {
 	srv := azuretest.NewServer()
 	defer srv.Close()
-	srv.Inject(azuretest.Fault{Count: 1, Drop: true})
+	srv.Inject(termsigtest.Fault{Count: 1, Drop: true})
 	c := client(t)
 	assert.Equal(t, 0, recv(t, getAsync(c, srv)), "no answer")
 	assert.Equal(t, http.StatusOK, get(t, c, srv).status)
@@ -132,15 +133,15 @@ func TestFaultDrop(t *testing.T) {
 func TestFaultHeld(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		fault   azuretest.Fault
+		fault   termsigtest.Fault
 		release func(*azuretest.Server)
 		want    int // status; 0: no answer
 	}{
-		{"hang, ClearFaults", azuretest.Fault{Hang: true}, (*azuretest.Server).ClearFaults, http.StatusOK},
-		{"hang, Stop", azuretest.Fault{Hang: true}, (*azuretest.Server).Stop, 0},
-		{"hang, Close", azuretest.Fault{Hang: true}, (*azuretest.Server).Close, 0},
-		{"delay, Stop", azuretest.Fault{Delay: time.Hour}, (*azuretest.Server).Stop, 0},
-		{"delay, Close", azuretest.Fault{Delay: time.Hour}, (*azuretest.Server).Close, 0},
+		{"hang, ClearFaults", termsigtest.Fault{Hang: true}, (*azuretest.Server).ClearFaults, http.StatusOK},
+		{"hang, Stop", termsigtest.Fault{Hang: true}, (*azuretest.Server).Stop, 0},
+		{"hang, Close", termsigtest.Fault{Hang: true}, (*azuretest.Server).Close, 0},
+		{"delay, Stop", termsigtest.Fault{Delay: time.Hour}, (*azuretest.Server).Stop, 0},
+		{"delay, Close", termsigtest.Fault{Delay: time.Hour}, (*azuretest.Server).Close, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := azuretest.NewServer()
@@ -164,7 +165,7 @@ func TestFaultHeld(t *testing.T) {
 func TestFaultHangReleasedIsChecked(t *testing.T) {
 	srv := azuretest.NewServer()
 	defer srv.Close()
-	srv.Inject(azuretest.Fault{Hang: true})
+	srv.Inject(termsigtest.Fault{Hang: true})
 	c := client(t)
 	got := make(chan answer, 1)
 	go func() {

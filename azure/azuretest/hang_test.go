@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/termsig/termsig/azure/azuretest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // The fake lets go of a hung request once its client gives up (Fault.Hang:
@@ -23,7 +24,7 @@ func TestHangEndsWhenTheClientGivesUp(t *testing.T) {
 			if method == http.MethodPost {
 				key = "POST"
 			}
-			srv.Inject(azuretest.Fault{Key: key, Hang: true})
+			srv.Inject(termsigtest.Fault{Key: key, Hang: true})
 			c := client(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()

@@ -20,7 +20,7 @@ const (
 	PathVMName          = "/metadata/instance/compute/name"
 )
 
-// ackKey is the [Fault.Key] and [Server.Requests] key of acknowledgements
+// ackKey is the Fault.Key and [Server.Requests] key of acknowledgements
 // (POST requests).
 const ackKey = "POST"
 
@@ -384,7 +384,7 @@ func (s *Server) AwaitRequests(ctx context.Context, path string, n int) error {
 }
 
 // InFlight returns how many requests the server is answering now, such as
-// requests held by a [Fault] with Hang or Delay, or waiting for the
+// requests held by a fault with Hang or Delay, or waiting for the
 // service to enable itself (see [Server.SetEnableDelay]).
 func (s *Server) InFlight() int { return s.host.InFlight() }
 

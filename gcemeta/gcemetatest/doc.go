@@ -28,12 +28,13 @@
 //
 // # Faults
 //
-// [Server.Inject] makes the server misbehave, for some requests or until
+// [Server.Inject] takes a [github.com/termsig/termsig/termsigtest.Fault],
+// which makes the server misbehave for some requests or until
 // [Server.ClearFaults]: answer with a status such as 503, answer late,
 // drop the connection, answer with an HTML page or a body that never
 // ends, answer without the Metadata-Flavor header (as another server
-// does), ignore wait_for_change, or never answer. [Server.DropWaiting] drops the long polls that are
-// waiting now, as a lost connection does.
+// does), ignore wait_for_change, or never answer. [Server.DropWaiting]
+// drops the long polls that are waiting now, as a lost connection does.
 //
 // # Waiting without sleeping
 //

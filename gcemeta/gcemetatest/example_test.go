@@ -9,6 +9,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // A test of a program's own shutdown path: preempt the fake VM while the
@@ -37,9 +38,9 @@ func ExampleServer_Inject() {
 	srv := gcemetatest.NewServer()
 	defer srv.Close()
 	srv.Set(gcemetatest.Preempted, "TRUE")
-	srv.Inject(gcemetatest.Fault{Key: gcemetatest.Preempted, Status: http.StatusServiceUnavailable, Count: 3})
+	srv.Inject(termsigtest.Fault{Key: gcemetatest.Preempted, Status: http.StatusServiceUnavailable, Count: 3})
 
-	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host(), Backoff: gcemeta.FloorInterval}))
+	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host()}))
 	defer n.Stop()
 
 	nt := <-n.C()

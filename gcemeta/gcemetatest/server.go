@@ -258,21 +258,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f, release, hit := s.faults.Take(key)
 	if hit {
-		if f.noFlavor {
+		if f.foreign {
 			w.Header().Del(flavorHeader)
 		}
 		switch f.Apply(w, r, release, s.done, s.faultAnswer(key)) {
 		case fakefault.Handled:
 			return
 		case fakefault.Released:
-			f = fault{} // served normally, IgnoreWait and NoFlavor left out
+			f = fault{} // served normally, NoLongPoll and Foreign left out
 			w.Header().Set(flavorHeader, "Google")
 		}
 	}
 	if q.json {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	if q.wait && !f.ignoreWait {
+	if q.wait && !f.noLongPoll {
 		s.longPoll(w, r, key, q)
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 const wait = 5 * time.Second
@@ -217,7 +218,7 @@ func TestWaitForChangeTimeout(t *testing.T) {
 func TestFaultStatus(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.srv.Inject(gcemetatest.Fault{Key: preempted, Status: 503, Count: 2})
+	f.srv.Inject(termsigtest.Fault{Key: preempted, Status: 503, Count: 2})
 	assert.Equal(t, 200, f.get(ctx, v1+gcemetatest.MaintenanceEvent).code, "another key")
 	for range 2 {
 		a := f.get(ctx, v1+preempted)
@@ -229,7 +230,7 @@ func TestFaultStatus(t *testing.T) {
 
 func TestFaultBody(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Inject(gcemetatest.Fault{Body: "<html>Bad gateway</html>", Count: 1})
+	f.srv.Inject(termsigtest.Fault{Body: "<html>Bad gateway</html>", Count: 1})
 	a := f.get(context.Background(), v1+preempted)
 	assert.Equal(t, 200, a.code)
 	assert.Equal(t, "<html>Bad gateway</html>", a.body)
@@ -238,7 +239,7 @@ func TestFaultBody(t *testing.T) {
 
 func TestFaultDelay(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Inject(gcemetatest.Fault{Delay: 50 * time.Millisecond, Count: 1})
+	f.srv.Inject(termsigtest.Fault{Delay: 50 * time.Millisecond, Count: 1})
 	start := time.Now()
 	a := f.get(context.Background(), v1+preempted)
 	assert.Equal(t, "FALSE", a.body)
@@ -247,7 +248,7 @@ func TestFaultDelay(t *testing.T) {
 
 func TestFaultDrop(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Inject(gcemetatest.Fault{Drop: true, Count: 1})
+	f.srv.Inject(termsigtest.Fault{Drop: true, Count: 1})
 	a := f.get(context.Background(), v1+preempted)
 	assert.Error(t, a.err)
 	assert.Equal(t, 200, f.get(context.Background(), v1+preempted).code)
@@ -263,9 +264,9 @@ func TestDropWaiting(t *testing.T) {
 	assert.Error(t, recv(t, c).err)
 }
 
-func TestFaultIgnoreWait(t *testing.T) {
+func TestFaultNoLongPoll(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Inject(gcemetatest.Fault{IgnoreWait: true})
+	f.srv.Inject(termsigtest.Fault{NoLongPoll: true})
 	etag := gcemetatest.ETag(preempted, "FALSE")
 	for range 3 {
 		a := f.get(context.Background(), v1+preempted+"?wait_for_change=true&last_etag="+etag+"&timeout_sec=60")
@@ -276,7 +277,7 @@ func TestFaultIgnoreWait(t *testing.T) {
 
 func TestFaultHang(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Inject(gcemetatest.Fault{Hang: true})
+	f.srv.Inject(termsigtest.Fault{Hang: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	a := f.get(ctx, v1+preempted)
@@ -289,15 +290,15 @@ func TestFaultHang(t *testing.T) {
 	assert.Equal(t, "FALSE", a.body, "released and served")
 }
 
-// NoFlavor takes the Metadata-Flavor header off the answer, whatever it
+// Foreign takes the Metadata-Flavor header off the answer, whatever it
 // is; a hang that ClearFaults releases is served with it, as without a
 // fault.
-func TestFaultNoFlavor(t *testing.T) {
+func TestFaultForeign(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.srv.Inject(gcemetatest.Fault{Key: preempted, NoFlavor: true, Count: 1})
-	f.srv.Inject(gcemetatest.Fault{Key: preempted, NoFlavor: true, Body: "TRUE", Count: 1})
-	f.srv.Inject(gcemetatest.Fault{Key: preempted, NoFlavor: true, Hang: true, Count: 1})
+	f.srv.Inject(termsigtest.Fault{Key: preempted, Foreign: true, Count: 1})
+	f.srv.Inject(termsigtest.Fault{Key: preempted, Foreign: true, Body: "TRUE", Count: 1})
+	f.srv.Inject(termsigtest.Fault{Key: preempted, Foreign: true, Hang: true, Count: 1})
 	for _, want := range []string{"FALSE", "TRUE"} {
 		a := f.get(ctx, v1+preempted)
 		assert.Equal(t, 200, a.code)
@@ -315,14 +316,14 @@ func TestFaultNoFlavor(t *testing.T) {
 
 func TestFaultBodySize(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Inject(gcemetatest.Fault{Key: preempted, BodySize: 1<<20 + 1, Count: 1})
+	f.srv.Inject(termsigtest.Fault{Key: preempted, BodySize: 1<<20 + 1, Count: 1})
 	a := f.get(context.Background(), v1+preempted)
 	require.NoError(t, a.err)
 	assert.Equal(t, 200, a.code)
 	assert.Len(t, a.body, 1<<20+1)
 	assert.Equal(t, "Google", a.hdr.Get("Metadata-Flavor"))
 
-	f.srv.Inject(gcemetatest.Fault{Key: preempted, BodySize: gcemetatest.EndlessBody, Status: 503})
+	f.srv.Inject(termsigtest.Fault{Key: preempted, BodySize: termsigtest.EndlessBody, Status: 503})
 	req, err := http.NewRequest(http.MethodGet, f.srv.URL+v1+preempted, nil)
 	require.NoError(t, err)
 	req.Header.Set("Metadata-Flavor", "Google")
@@ -340,7 +341,7 @@ func TestCloseReleasesHangingRequests(t *testing.T) {
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	f := &fixture{t: t, srv: srv, hc: &http.Client{Transport: tr}}
-	srv.Inject(gcemetatest.Fault{Key: preempted, Hang: true})
+	srv.Inject(termsigtest.Fault{Key: preempted, Hang: true})
 	hung := f.async(context.Background(), v1+preempted)
 	polling := f.async(context.Background(), v1+gcemetatest.MaintenanceEvent+"?wait_for_change=true")
 	f.await("both requests", func() bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // The key that the GCE rows change, and its two values.
@@ -180,7 +181,7 @@ func spinRates(ctx context.Context, window time.Duration) ([2]float64, error) {
 	var ws [2]*watch
 	for i := range srvs {
 		srvs[i] = gcemetatest.NewServer()
-		srvs[i].Inject(gcemetatest.Fault{IgnoreWait: true})
+		srvs[i].Inject(termsigtest.Fault{NoLongPoll: true})
 		ws[i] = starts[i](srvs[i].Host())
 	}
 	err := pause(ctx, idleSettle)
