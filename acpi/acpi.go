@@ -17,6 +17,11 @@ import (
 // Name is the name of the source, in notices and in termsig.Notifier.Status.
 const Name = "acpi"
 
+var (
+	_ termsig.Detector  = (*Source)(nil)
+	_ termsig.Describer = (*Source)(nil)
+)
+
 // EventPowerButton is the [termsig.Notice.Event] of every notice of the
 // source: a press of the power button.
 const EventPowerButton = "power-button"
@@ -132,7 +137,7 @@ type Config struct {
 	// (which transports are watched, an input device gone, a press) and,
 	// at debug level, the connections made and the events that are
 	// ignored. Failures that Watch retries (acpid gone, netlink failing)
-	// are not logged here: they are reported with [termsig.ReportError],
+	// are not logged here: they are reported with [termsig.Run.Report],
 	// and the Notifier logs each change. Nil means slog.Default(); pass
 	// slog.New(slog.DiscardHandler) to silence it.
 	Logger *slog.Logger
@@ -203,15 +208,15 @@ func (c Config) check() error {
 	return c.checkPaths()
 }
 
-// ReportsReady makes Source a [termsig.ReadyReporter] and returns true: its
-// first look is quick and local, so termsig.New waits for it. Watch calls
-// [termsig.Ready] once it has subscribed to the kernel's netlink family,
-// opened the input devices and made its first attempt to connect to
-// acpid, whether that worked or not; each is a system call on this host,
-// and the connection attempt is bounded (1 s) in case acpid does not
-// accept. A press after termsig.New has returned is then not missed by
-// the transports that are open: the kernel keeps it until it is read.
-func (s *Source) ReportsReady() bool { return true }
+// Traits says that the first look is quick and local, so termsig.New
+// waits for it: Watch calls [termsig.Run.Ready] once it has subscribed to
+// the kernel's netlink family, opened the input devices and made its first
+// attempt to connect to acpid, whether that worked or not; each is a
+// system call on this host, and the connection attempt is bounded (1 s) in
+// case acpid does not accept. A press after termsig.New has returned is
+// then not missed by the transports that are open: the kernel keeps it
+// until it is read.
+func (s *Source) Traits() termsig.Traits { return termsig.Traits{LocalFirstLook: true} }
 
 // Name returns "acpi".
 func (s *Source) Name() string { return Name }
@@ -261,7 +266,7 @@ func (c Config) unavailable() error {
 //     once when there is none (on systems other than Linux, always).
 //   - Its first look is the netlink subscription, the input devices
 //     opened and a first attempt to connect to acpid; then it calls
-//     [termsig.Ready] (see [Source.ReportsReady]).
+//     [termsig.Run.Ready] (see [Source.Traits]).
 //   - One press gives one notice, however many transports report it
 //     (see the package documentation). Its Event is [EventPowerButton];
 //     its Reason names the device and the transport, such as "power button
@@ -272,27 +277,27 @@ func (c Config) unavailable() error {
 //     are not notices: they are logged at debug level.
 //   - When acpid goes away, or the netlink subscription fails, Watch
 //     reconnects with backoff and reports the failure with
-//     termsig.ReportError until it works again; it does not log it
+//     [termsig.Run.Report] until it works again; it does not log it
 //     itself. Each connection counts as hearing from the origin
-//     ([termsig.Heard]).
+//     ([termsig.Run.Heard]).
 //   - It returns an error other than ctx's only when every transport it
 //     used has ended for good, which happens only to input devices (a
 //     device removed, a recording read to its end).
 //
 // Watch returns within milliseconds of ctx being done and leaves no
 // goroutine, open socket or file behind.
-func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	if err := s.cfg.check(); err != nil {
 		return err
 	}
 	c := s.cfg.withDefaults()
-	return c.watch(ctx, out, c.open())
+	return c.watch(ctx, r, c.open())
 }
 
-// watch runs the transports ts, each in its own goroutine, and hands their
-// presses on to out until ctx is done or every transport has ended. It
+// watch runs the transports ts, each in its own goroutine, and sends their
+// presses with r until ctx is done or every transport has ended. It
 // returns when they have all returned.
-func (c Config) watch(ctx context.Context, out chan<- termsig.Notice, ts []transport) error {
+func (c Config) watch(ctx context.Context, r *termsig.Run, ts []transport) error {
 	if len(ts) == 0 {
 		return c.unavailable()
 	}
@@ -300,7 +305,7 @@ func (c Config) watch(ctx context.Context, out chan<- termsig.Notice, ts []trans
 	for _, t := range ts {
 		used |= t.kind()
 	}
-	w := &watcher{cfg: c, log: c.Logger, presses: make(chan press), health: health.New(ctx, len(ts))}
+	w := &watcher{cfg: c, log: c.Logger, presses: make(chan press), health: health.New(r, len(ts))}
 	w.log.Info("acpi: watching the power button", "transports", used.String())
 
 	// Buffered for every transport, so that none waits to say it ended.
@@ -310,12 +315,18 @@ func (c Config) watch(ctx context.Context, out chan<- termsig.Notice, ts []trans
 	for i, t := range ts {
 		wg.Go(func() { ended <- t.run(ctx, w, i) })
 	}
-	return w.forward(ctx, out, ended, len(ts))
+	return w.forward(ctx, r, ended, len(ts))
 }
 
 // forward sends a notice for each press that is not the same press again,
 // until ctx is done or the live transports have all ended.
-func (w *watcher) forward(ctx context.Context, out chan<- termsig.Notice, ended <-chan error, live int) error {
+//
+// Its send blocks while a slow consumer holds the notice back, and that
+// is all it needs: the transports wait to hand over their next press
+// meanwhile (the kernel and acpid keep what they have not read), and a
+// transport that ends waits in ended, which has room for every one, to be
+// counted once the notice is on C.
+func (w *watcher) forward(ctx context.Context, r *termsig.Run, ended <-chan error, live int) error {
 	d := deduper{window: w.cfg.dedupeWindow}
 	var errs []error
 	for {
@@ -338,10 +349,8 @@ func (w *watcher) forward(ctx context.Context, out chan<- termsig.Notice, ended 
 				continue
 			}
 			w.log.Info("acpi: power button pressed", "transport", p.t.String(), "device", p.device)
-			select {
-			case out <- p.notice():
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := r.Send(ctx, p.notice()); err != nil {
+				return err
 			}
 		}
 	}
@@ -350,7 +359,6 @@ func (w *watcher) forward(ctx context.Context, out chan<- termsig.Notice, ended 
 // notice returns the notice for p.
 func (p press) notice() termsig.Notice {
 	return termsig.Notice{
-		Source:   Name,
 		Kind:     termsig.Terminate,
 		Event:    EventPowerButton,
 		Reason:   "power button " + p.device + " (" + p.t.String() + ")",

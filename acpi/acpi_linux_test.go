@@ -413,9 +413,7 @@ func TestUnavailable(t *testing.T) {
 			src := acpi.New(cfg)
 			assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
-				start := time.Now()
-				err := src.Watch(context.Background(), make(chan termsig.Notice))
-				took := time.Since(start)
+				took, err := watchOnce(t, src)
 				assert.ErrorIs(t, err, termsig.ErrUnavailable)
 				return took
 			})
@@ -457,7 +455,7 @@ func TestConfigErrors(t *testing.T) {
 			require.EqualError(t, err, tc.want, "a source that cannot work is kept, to fail")
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
 
-			err = src.Watch(context.Background(), make(chan termsig.Notice))
+			_, err = watchOnce(t, src)
 			require.EqualError(t, err, tc.want)
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
 
@@ -471,9 +469,9 @@ func TestConfigErrors(t *testing.T) {
 			assert.EqualError(t, st.Err, tc.want)
 		})
 	}
-	err := acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: none}).Watch(context.Background(), nil)
+	_, err := watchOnce(t, acpi.New(acpi.Config{Transports: acpi.Acpid, AcpidSocket: none}))
 	assert.ErrorIs(t, err, fs.ErrNotExist)
-	err = acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: "["}).Watch(context.Background(), nil)
+	_, err = watchOnce(t, acpi.New(acpi.Config{Transports: acpi.Input, InputDevices: "["}))
 	assert.ErrorIs(t, err, filepath.ErrBadPattern)
 }
 
@@ -591,7 +589,7 @@ func TestStopIsPromptAndLeavesNothing(t *testing.T) {
 			for range 5 {
 				require.NoError(t, dev.PressPowerButton())
 			}
-			logs.waitFor(t, "acpi: power button pressed", 3) // C (1) and the Notifier (1) are full
+			logs.waitFor(t, "acpi: power button pressed", 2) // C (1) is full: the second waits in Send
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -633,24 +631,22 @@ func stopPromptly(t *testing.T, setup func(*testing.T, *acpitest.Acpid, *acpites
 // Watch returns ctx's error whenever ctx ends: before it has connected, or
 // after. (TestTransportsEndingAtStopIsAStop forces the race that this
 // only samples.)
-func TestStopIsNeverAFailure(t *testing.T) {
+func TestStopEndsWatchWithCtxError(t *testing.T) {
 	fake := newAcpid(t)
 	in := newInput(t)
 	_, err := in.AddDevice("Power Button", acpitest.KeyPower)
 	require.NoError(t, err)
-	src := acpi.New(acpi.Config{AcpidSocket: fake.Path(), InputDevices: in.Devices(), Root: in.Root()})
+	src := acpi.New(acpi.Config{AcpidSocket: fake.Path(), InputDevices: in.Devices(), Root: in.Root(), Logger: slog.New(slog.DiscardHandler)})
 	for i := range 200 {
-		ctx, cancel := context.WithCancel(context.Background())
-		if i%2 == 1 {
-			cancel() // the transports end at once, racing Watch's own look at ctx
-		}
-		errc := make(chan error, 1)
-		go func() { errc <- src.Watch(ctx, make(chan termsig.Notice)) }()
+		// In odd trials ctx is done when Watch starts: the transports end
+		// at once, racing Watch's own look at ctx.
+		w := newWatched(src, i%2 == 1)
+		n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(w)
 		if i%2 == 0 {
 			require.NoError(t, fake.WaitClients(ctxWait(t), 1))
 		}
-		cancel()
-		require.ErrorIs(t, recv(t, errc), context.Canceled, "trial %d", i)
+		n.Stop()
+		require.ErrorIs(t, recv(t, w.ret).err, context.Canceled, "trial %d", i)
 		require.NoError(t, fake.WaitClients(ctxWait(t), 0))
 	}
 }

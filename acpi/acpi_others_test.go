@@ -3,7 +3,6 @@
 package acpi_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,17 +14,19 @@ import (
 func TestUnavailableElsewhere(t *testing.T) {
 	src := acpi.New(acpi.Config{})
 	assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
-	assert.ErrorIs(t, src.Watch(context.Background(), make(chan termsig.Notice)), termsig.ErrUnavailable)
+	_, err := watchOnce(t, src)
+	assert.ErrorIs(t, err, termsig.ErrUnavailable)
 
 	// Places are Linux paths: they are not checked here.
 	src = acpi.New(acpi.Config{AcpidSocket: "/nonexistent/acpid.socket", InputDevices: "["})
 	assert.ErrorIs(t, src.Available(), termsig.ErrUnavailable)
-	assert.ErrorIs(t, src.Watch(context.Background(), make(chan termsig.Notice)), termsig.ErrUnavailable)
+	_, err = watchOnce(t, src)
+	assert.ErrorIs(t, err, termsig.ErrUnavailable)
 
 	// A value that is wrong everywhere is an error everywhere.
 	src = acpi.New(acpi.Config{Transports: acpi.Acpid | 0x80})
 	const want = "acpi: Config.Transports (acpid+transport(0x80)) has bits outside AllTransports"
 	assert.EqualError(t, src.Available(), want)
-	err := src.Watch(context.Background(), make(chan termsig.Notice))
+	_, err = watchOnce(t, src)
 	assert.EqualError(t, err, want)
 }

@@ -49,10 +49,10 @@
 // Before it waits for presses, Watch subscribes to netlink, opens the
 // input devices and makes a first attempt to connect to acpid (bounded to
 // 1 s; it succeeds or fails at once unless acpid is stuck). Then it calls
-// [termsig.Ready], whether acpid answered or not: a failure is reported
-// with [termsig.ReportError] before that, and retried after. All of it is
-// quick and local, so [Source.ReportsReady] is true and termsig.New waits
-// for it: a press after New has returned is not missed.
+// [termsig.Run.Ready], whether acpid answered or not: a failure is
+// reported with [termsig.Run.Report] before that, and retried after. All
+// of it is quick and local, so [Source.Traits] says LocalFirstLook and
+// termsig.New waits for it: a press after New has returned is not missed.
 //
 // # Failures
 //
@@ -62,10 +62,10 @@
 //     while it restarts), or the netlink subscription fails, Watch
 //     reconnects with backoff (100 ms, doubling up to 5 s, reset once a
 //     connection has carried an event) and reports the failure with
-//     [termsig.ReportError] meanwhile; the Notifier logs each change, so
+//     [termsig.Run.Report] meanwhile; the Notifier logs each change, so
 //     an outage is one line however many attempts fail. The transport
 //     that has failed longest is the one reported. Each connection made
-//     counts as hearing from the origin ([termsig.Heard]).
+//     counts as hearing from the origin ([termsig.Run.Heard]).
 //   - A netlink receive buffer overrun (ENOBUFS) loses the events that did
 //     not fit, which the other transports may still have: it is logged as
 //     a warning, and the subscription goes on.

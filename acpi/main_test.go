@@ -1,14 +1,17 @@
 package acpi_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/termsig/termsig/internal/testlog"
 	"go.uber.org/goleak"
+
+	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -74,3 +77,47 @@ func (l *logRecorder) waitForWith(t testing.TB, msg, sub string, n int) {
 
 // attr returns the value of the attribute key of r as a string.
 func attr(r slog.Record, key string) string { return testlog.Attr(r, key) }
+
+// A watched source runs src and keeps what its Watch returned and how
+// long it took, which a Notifier does not show as such (it shows a stop
+// for ctx's error).
+type watched struct {
+	src termsig.Source
+	// doneAtStart gives Watch a ctx that is done already.
+	doneAtStart bool
+	ret         chan watchResult // capacity 1
+}
+
+type watchResult struct {
+	err  error
+	took time.Duration
+}
+
+func newWatched(src termsig.Source, doneAtStart bool) *watched {
+	return &watched{src: src, doneAtStart: doneAtStart, ret: make(chan watchResult, 1)}
+}
+
+func (w *watched) Name() string { return w.src.Name() }
+
+func (w *watched) Watch(ctx context.Context, r *termsig.Run) error {
+	if w.doneAtStart {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		cancel()
+	}
+	start := time.Now()
+	err := w.src.Watch(ctx, r)
+	w.ret <- watchResult{err, time.Since(start)}
+	return err
+}
+
+// watchOnce runs src under a Notifier until its Watch returns of itself,
+// and returns what it returned and how long it took.
+func watchOnce(t *testing.T, src termsig.Source) (time.Duration, error) {
+	t.Helper()
+	w := newWatched(src, false)
+	n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(w)
+	defer n.Stop()
+	r := recv(t, w.ret)
+	return r.took, r.err
+}

@@ -24,6 +24,21 @@ func (t *stubTransport) run(ctx context.Context, w *watcher, _ int) error {
 	return nil
 }
 
+// stubSource watches one stubTransport, and keeps what watch returned.
+type stubSource struct {
+	c    Config
+	stub *stubTransport
+	errc chan error // capacity 1
+}
+
+func (s *stubSource) Name() string { return Name }
+
+func (s *stubSource) Watch(ctx context.Context, r *termsig.Run) error {
+	err := s.c.watch(ctx, r, []transport{s.stub})
+	s.errc <- err
+	return err
+}
+
 // gate is a slog.Handler that holds the logging goroutine on a given
 // message until the test opens the gate.
 type gate struct {
@@ -51,25 +66,25 @@ func TestTransportsEndingAtStopIsAStop(t *testing.T) {
 	for i := range 40 {
 		g := &gate{msg: "acpi: power button pressed", reached: make(chan struct{}), open: make(chan struct{})}
 		c := New(Config{Logger: slog.New(g)}).cfg.withDefaults()
-		stub := &stubTransport{returning: make(chan struct{})}
-		ctx, cancel := context.WithCancel(context.Background())
-		out := make(chan termsig.Notice, 1) // the notice does not block Watch
-		errc := make(chan error, 1)
-		go func() { errc <- c.watch(ctx, out, []transport{stub}) }()
+		src := &stubSource{c: c, stub: &stubTransport{returning: make(chan struct{})}, errc: make(chan error, 1)}
+		// C has room: the notice does not block Watch.
+		n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(src)
 
 		select {
 		case <-g.reached:
 		case <-time.After(5 * time.Second):
 			t.Fatal("no press")
 		}
-		cancel()
-		<-stub.returning
+		stopped := make(chan struct{})
+		go func() { n.Stop(); close(stopped) }() // Stop waits for Watch, which the gate holds
+		<-src.stub.returning
 		close(g.open)
 		select {
-		case err := <-errc:
+		case err := <-src.errc:
 			require.ErrorIs(t, err, context.Canceled, "trial %d", i)
 		case <-time.After(5 * time.Second):
 			t.Fatal("Watch did not return")
 		}
+		<-stopped
 	}
 }

@@ -20,9 +20,9 @@ const DefaultAddress = "unix:path=" + defaultSocket
 
 const defaultSocket = "/var/run/dbus/system_bus_socket"
 
-// DefaultCallTimeout bounds connecting to the bus and each call on it when
-// Config.CallTimeout is not set.
-const DefaultCallTimeout = 5 * time.Second
+// DefaultRequestTimeout bounds connecting to the bus and each call on it
+// when Config.RequestTimeout is not set.
+const DefaultRequestTimeout = 5 * time.Second
 
 // DefaultInhibitDelay is logind's default InhibitDelayMaxSec, used for the
 // Deadline when the property cannot be read.
@@ -37,9 +37,11 @@ const (
 // Config configures a [Source]. The zero Config is ready to use.
 type Config struct {
 	// Address is the D-Bus address of the system bus, such as
-	// "unix:path=/run/dbus/system_bus_socket". Empty means the
-	// environment variable DBUS_SYSTEM_BUS_ADDRESS, and without it
-	// DefaultAddress. A program in a container that sees the host's bus
+	// "unix:path=/run/dbus/system_bus_socket": a list of transport:key=value
+	// entries as the D-Bus specification and DBUS_SYSTEM_BUS_ADDRESS spell
+	// it, not a URL, hence not Endpoint as in the HTTP sources. Empty
+	// means the environment variable DBUS_SYSTEM_BUS_ADDRESS, and without
+	// it DefaultAddress. A program in a container that sees the host's bus
 	// socket under another path sets it.
 	Address string
 
@@ -62,9 +64,9 @@ type Config struct {
 	// it does not hold every shutdown of the host for InhibitDelayMaxSec.
 	NoLock bool
 
-	// CallTimeout bounds connecting to the bus and each call on it. Values
-	// below 1 mean DefaultCallTimeout (5 s).
-	CallTimeout time.Duration
+	// RequestTimeout bounds one exchange with the bus: connecting to it,
+	// and each call on it. Values below 1 mean DefaultRequestTimeout (5 s).
+	RequestTimeout time.Duration
 
 	// Logger receives a warning when a process other than logind sends
 	// this program shutdown signals (they are ignored), and one line when
@@ -96,8 +98,8 @@ func (c Config) withDefaults() Config {
 	if c.Why == "" {
 		c.Why = "handing back work before shutdown"
 	}
-	if c.CallTimeout < 1 {
-		c.CallTimeout = DefaultCallTimeout
+	if c.RequestTimeout < 1 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

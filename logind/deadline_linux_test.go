@@ -13,11 +13,10 @@ import (
 	"github.com/termsig/termsig/logind/logindtest"
 )
 
-// TestCatchUpDeadlineIsNotAfterLogindsOwn: a shutdown caught up with (the
-// source started, or reconnected, after logind announced it) has an
-// unknown start, so its Deadline is now: never later than logind's own.
-// (Found by review: it was now + InhibitDelayMaxUSec.)
-func TestCatchUpDeadlineIsNotAfterLogindsOwn(t *testing.T) {
+// TestCatchUpDeadlineIsWithinLogindsOwn: a shutdown caught up with (the
+// source started, or reconnected, after logind announced it) has an unknown
+// start, so its Deadline is now: never later than logind's own.
+func TestCatchUpDeadlineIsWithinLogindsOwn(t *testing.T) {
 	bus := startBus(t)
 	const delay = 3 * time.Second
 	fake := startLogind(t, bus, logindtest.Config{InhibitDelayMax: delay})

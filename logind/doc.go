@@ -40,10 +40,10 @@
 // # The lock and Release
 //
 // Watch takes the delay lock for "shutdown" before it calls
-// [termsig.Ready], and [Source.ReportsReady] is true, so termsig.New
-// returns with the lock held: a shutdown that begins right after is both
-// heard and held. [Config.Who] and [Config.Why] describe it to the
-// operator (`systemd-inhibit --list`).
+// [termsig.Run.Ready], and [Source.Traits] says that this first look is
+// local, so termsig.New returns with the lock held: a shutdown that
+// begins right after is both heard and held. [Config.Who] and
+// [Config.Why] describe it to the operator (`systemd-inhibit --list`).
 //
 // The source is a [termsig.Releaser]: once the program has handed back its
 // work, termsig.Notifier.Release with the notice closes the lock, and the
@@ -97,7 +97,7 @@
 // not Linux, when the system bus's socket does not exist, or when the
 // first connection finds no logind on the bus. Once it has connected, the
 // bus or logind going away is a transient failure, reported with
-// [termsig.ReportError] while it lasts: the source reconnects with backoff
+// [termsig.Run.Report] while it lasts: the source reconnects with backoff
 // (100 ms doubling to 10 s), handing over the notices that wait for the
 // consumer meanwhile, subscribes again, takes a new lock, and catches up
 // with a shutdown that began or was cancelled meanwhile (logind's
@@ -106,8 +106,8 @@
 // InhibitDelayMaxUSec is read again, and signals it sent right after it
 // took the name wait until then.
 // A lock held across a reconnection is kept until the new one is taken.
-// Connecting and every call are bounded by [Config.CallTimeout], and Stop
-// ends any of them at once.
+// Connecting and every call are bounded by [Config.RequestTimeout], and
+// Stop ends any of them at once.
 //
 // # Address
 //

@@ -2,6 +2,7 @@ package logind
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -11,11 +12,11 @@ import (
 )
 
 // listen hears signals and sends notices until the connection ends (an
-// error) or ctx is done (nil). It reads signals while a notice waits for
-// the consumer, so that the filter's queue stays short; takes a new lock
-// after a cancelled shutdown once the Cleared notice is handed over, and
-// again after a backoff when the last try failed; and meets a new logind
-// on the same connection.
+// error) or ctx is done (nil). The sender hands the notices over, so that
+// listen reads signals while one waits for the consumer, and the filter's
+// queue stays short; listen takes a new lock after a cancelled shutdown
+// once the Cleared notice is handed over, and again after a backoff when
+// the last try failed; and meets a new logind on the same connection.
 func (w *watcher) listen(ctx context.Context) error {
 	bo := backoff.Backoff{Base: w.cfg.backoff, Max: w.cfg.maxBackoff, Jitter: true}
 	retry := time.NewTimer(0)
@@ -26,13 +27,13 @@ func (w *watcher) listen(ctx context.Context) error {
 			if err := w.meet(ctx); err != nil {
 				return err
 			}
-			w.reportLock(ctx)
+			w.reportLock()
 		}
-		if w.needLock && len(w.pending) == 0 {
+		if w.needLock && w.send.idle() {
 			if err := w.takeLock(ctx); err != nil {
 				return err
 			}
-			w.reportLock(ctx)
+			w.reportLock()
 		}
 		if w.retryLock {
 			w.retryLock = false
@@ -40,74 +41,112 @@ func (w *watcher) listen(ctx context.Context) error {
 		} else if w.lockErr == nil {
 			bo.Reset()
 		}
-		out, next := w.next()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.conn.Context().Done():
-			w.drain(ctx) // what came before the end still counts
+			w.drain() // what came before the end still counts
 			return errBusLost
-		case out <- next:
-			w.pending = w.pending[1:]
+		case <-w.send.handed:
 		case <-retry.C:
 			w.needLock = true
 		case <-w.filter.wake:
-			w.drain(ctx)
+			w.drain()
 		}
 	}
 }
 
-// next returns the channel to send the first pending notice on, and the
-// notice; a nil channel (which a select never sends on) if none is
-// pending.
-func (w *watcher) next() (chan<- termsig.Notice, termsig.Notice) {
-	if len(w.pending) == 0 {
-		return nil, termsig.Notice{}
-	}
-	return w.out, w.pending[0]
-}
-
-// flush hands over the pending notices, and returns an error if the
-// connection ends meanwhile.
+// flush waits until the pending notices are handed over, and returns an
+// error if the connection ends meanwhile.
 func (w *watcher) flush(ctx context.Context) error {
-	for len(w.pending) > 0 {
+	for !w.send.idle() {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.conn.Context().Done():
 			return errBusLost
-		case w.out <- w.pending[0]:
-			w.pending = w.pending[1:]
+		case <-w.send.handed:
 		}
 	}
 	return nil
 }
 
-// wait waits d, handing over the pending notices meanwhile, and returns
-// false if ctx ends first.
-func (w *watcher) wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// A sender hands notices over to the Notifier in order, on a goroutine of
+// its own that Watch waits for before it returns. Run.Send blocks while a
+// slow consumer leaves C full, and the watcher must go on meanwhile: read
+// what the filter queues (a bounded queue, which a flood would fill), see
+// the bus go, reconnect and back off; at the end of a shutdown the bus may
+// never come back, and the notices seen before must still be handed over.
+// A Send whose ctx also ended with the connection would see the bus go,
+// but read no signal while it waited. The queue outlives sessions.
+type sender struct {
+	run    *termsig.Run
+	queued chan struct{} // capacity 1: a notice was queued
+	handed chan struct{} // capacity 1: a notice was handed over
+
+	mu      sync.Mutex
+	pending []termsig.Notice // pending[0] is being sent
+}
+
+func newSender(r *termsig.Run) *sender {
+	return &sender{run: r, queued: make(chan struct{}, 1), handed: make(chan struct{}, 1)}
+}
+
+// push queues n; it never blocks.
+func (s *sender) push(n termsig.Notice) {
+	s.mu.Lock()
+	s.pending = append(s.pending, n)
+	s.mu.Unlock()
+	poke(s.queued)
+}
+
+// idle reports whether every notice pushed has been handed over.
+func (s *sender) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) == 0
+}
+
+// loop sends the notices pushed until ctx is done. Watch runs it, and
+// waits for it before it returns.
+func (s *sender) loop(ctx context.Context) {
 	for {
-		out, next := w.next()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		case out <- next:
-			w.pending = w.pending[1:]
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.queued:
+			}
+			continue
 		}
+		n := s.pending[0]
+		s.mu.Unlock()
+		if s.run.Send(ctx, n) != nil {
+			return // ctx is done: Watch is returning
+		}
+		s.mu.Lock()
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+		poke(s.handed)
+	}
+}
+
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
 // drain acts on the signals the filter has queued, in order.
 // When a new logind takes the name, the signals after that one are put
 // back, to be acted on once the new logind is met (with its delay).
-func (w *watcher) drain(ctx context.Context) {
+func (w *watcher) drain() {
 	qs := w.filter.take()
 	for i, q := range qs {
-		w.handle(ctx, q)
+		w.handle(q)
 		if w.renew {
 			w.filter.requeue(qs[i+1:])
 			break
@@ -117,10 +156,10 @@ func (w *watcher) drain(ctx context.Context) {
 }
 
 // handle acts on one signal that passed the filter.
-func (w *watcher) handle(ctx context.Context, q queued) {
+func (w *watcher) handle(q queued) {
 	sig := q.sig
 	if sig.Name == nameOwnerChanged {
-		w.ownerChanged(ctx, sig)
+		w.ownerChanged(sig)
 		return
 	}
 	if q.verdict == 0 && (w.owner == "" || sig.Sender != w.owner) {
@@ -140,7 +179,7 @@ func (w *watcher) handle(ctx context.Context, q queued) {
 		reason = "systemd-logind announced the shutdown (no delay lock)"
 	}
 	if n := noticeOf(s.typ, time.Now(), w.delay, reason); w.src.begin(n) {
-		w.pending = append(w.pending, n)
+		w.send.push(n)
 	}
 }
 
@@ -151,8 +190,8 @@ func (w *watcher) cancelled() {
 	if !ok {
 		return
 	}
-	w.pending = append(w.pending, termsig.Notice{
-		Source: Name, Kind: termsig.Cleared, Event: n.Event,
+	w.send.push(termsig.Notice{
+		Kind: termsig.Cleared, Event: n.Event,
 		Reason: "systemd-logind cancelled the shutdown", Observed: time.Now(),
 	})
 	w.needLock = !w.src.holding()
@@ -162,14 +201,14 @@ func (w *watcher) cancelled() {
 // nobody's shutdown signals are believed and Status says so; a new logind
 // is met afresh (its settings, its state, a lock from it) before anything
 // else is done.
-func (w *watcher) ownerChanged(ctx context.Context, sig *dbus.Signal) {
+func (w *watcher) ownerChanged(sig *dbus.Signal) {
 	owner, ok := newOwner(sig)
 	if !ok || owner == w.owner {
 		return
 	}
 	w.owner = owner
 	if owner == "" {
-		termsig.ReportError(ctx, errLogindGone)
+		w.run.Report(errLogindGone)
 		return
 	}
 	w.renew = true

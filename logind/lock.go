@@ -83,7 +83,7 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	if len(entries) == 0 {
 		return nil, errNoUnixSocket
 	}
-	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	tctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	// Dial to a UNIX socket does not wait: it connects or fails at once.
 	conn, err := dbus.Dial(strings.Join(entries, ";"), dbus.WithIncomingInterceptor(closeStrayFDs))
@@ -163,22 +163,22 @@ func (w *watcher) logindErr(err error) error {
 	return fmt.Errorf("logind: %w", err)
 }
 
-// call calls method on obj within CallTimeout.
+// call calls method on obj within RequestTimeout.
 func (w *watcher) call(ctx context.Context, obj dbus.BusObject, method string, args ...any) *dbus.Call {
-	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	tctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	return obj.CallWithContext(tctx, method, 0, args...)
 }
 
 // reportLock shows in the Notifier's Status whether logind is there and
 // the lock is held.
-func (w *watcher) reportLock(ctx context.Context) {
+func (w *watcher) reportLock() {
 	switch {
 	case w.filter.gone():
-		termsig.ReportError(ctx, errLogindGone)
+		w.run.Report(errLogindGone)
 	case w.lockErr != nil:
-		termsig.ReportError(ctx, w.lockErr)
+		w.run.Report(w.lockErr)
 	default:
-		termsig.ReportHealthy(ctx)
+		w.run.Report(nil)
 	}
 }

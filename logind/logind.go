@@ -14,6 +14,12 @@ import (
 // Name is the name of the source, in notices and in termsig.Notifier.Status.
 const Name = "logind"
 
+var (
+	_ termsig.Detector  = (*Source)(nil)
+	_ termsig.Describer = (*Source)(nil)
+	_ termsig.Releaser  = (*Source)(nil)
+)
+
 // The names logind is reached by on the system bus.
 const (
 	busName   = "org.freedesktop.login1"
@@ -41,10 +47,10 @@ func New(c Config) *Source { return &Source{cfg: c} }
 // Name returns "logind".
 func (s *Source) Name() string { return Name }
 
-// ReportsReady returns true: the first look (connect, subscribe, take the
-// lock) is local, so termsig.New waits for it, and a shutdown that begins
-// right after New has returned is both heard and held.
-func (s *Source) ReportsReady() bool { return true }
+// Traits says that the first look (connect to the bus, subscribe, take
+// the lock) is local, so termsig.New waits for it, and a shutdown that
+// begins right after New has returned is both heard and held.
+func (s *Source) Traits() termsig.Traits { return termsig.Traits{LocalFirstLook: true} }
 
 // Available reports whether the source can work here without a D-Bus call:
 // an error wrapping termsig.ErrUnavailable when this is not Linux or the
@@ -65,7 +71,7 @@ func (s *Source) Available() error {
 // Watch hears shutdowns until ctx is done; see the package documentation.
 // It follows the contract of termsig.Source, and releases the lock it
 // holds before it returns.
-func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	if err := s.Available(); err != nil {
 		return err
 	}
@@ -81,7 +87,12 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 
 	eps, _ := parseAddress(c.Address) // checked by Available
 	bo := backoff.Backoff{Base: c.backoff, Max: c.maxBackoff, Jitter: true}
-	w := &watcher{src: s, cfg: c, eps: eps, out: out}
+	w := &watcher{src: s, cfg: c, eps: eps, run: r, send: newSender(r)}
+	sendCtx, stopSending := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.send.loop(sendCtx) })
+	defer wg.Wait()
+	defer stopSending()
 	for {
 		err := w.session(ctx)
 		switch {
@@ -93,12 +104,13 @@ func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
 			// transient.
 			return err
 		}
-		termsig.ReportError(ctx, err)
-		termsig.Ready(ctx) // the first look failed; it is as ready as it gets
+		r.Report(err)
+		r.Ready() // the first look failed; it is as ready as it gets
 		if w.healthy {
 			bo.Reset() // a session that worked starts the backoff afresh
 		}
-		if !w.wait(ctx, bo.Next()) {
+		// The sender hands over what waits meanwhile.
+		if !backoff.Sleep(ctx, bo.Next()) {
 			return nil
 		}
 	}

@@ -80,7 +80,8 @@ func (e *env) waitHeld(t *testing.T, fake *logindtest.Logind, held, total int) {
 func TestLockIsTakenBeforeNewReturns(t *testing.T) {
 	bus := startBus(t)
 	fake := startLogind(t, bus, logindtest.Config{})
-	// No wait for Ready: New itself waits for a local ReadyReporter.
+	// No wait for Ready: New itself waits for a source whose first look
+	// is local.
 	n := termsig.New(logind.New(logind.Config{Address: bus.Address(), Who: "ci-runner", Why: "re-queueing the job"}))
 	defer n.Stop()
 	held := fake.Held()
@@ -333,8 +334,12 @@ func TestNoBus(t *testing.T) {
 	err := src.Available()
 	assert.ErrorIs(t, err, termsig.ErrUnavailable)
 	assert.ErrorContains(t, err, sock)
-	err = src.Watch(context.Background(), make(chan termsig.Notice))
-	assert.ErrorIs(t, err, termsig.ErrUnavailable)
+	n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(src)
+	defer n.Stop()
+	<-n.Ready()
+	st := n.Status()[0]
+	assert.Equal(t, termsig.StateUnavailable, st.State)
+	assert.ErrorIs(t, st.Err, termsig.ErrUnavailable)
 }
 
 func TestAddressFromEnvironment(t *testing.T) {
@@ -363,10 +368,17 @@ func TestReleaseOfAnotherSourcesNotice(t *testing.T) {
 	assert.NoError(t, src.Release(context.Background(), termsig.Notice{Source: logind.Name, Kind: termsig.Terminate}), "not watching: nothing held")
 }
 
-func TestWatchedTwiceAtOnce(t *testing.T) {
+// TestWatchedTwiceAtOnceFails: a second Notifier of the same Source
+// fails it there, and leaves the first one's lock alone.
+func TestWatchedTwiceAtOnceFails(t *testing.T) {
 	e := start(t, opts{})
-	err := e.src.Watch(context.Background(), make(chan termsig.Notice))
-	assert.ErrorContains(t, err, "two Notifiers")
+	n2 := termsig.Config{Logger: e.log.Logger()}.New(e.src)
+	defer n2.Stop()
+	<-n2.Ready()
+	st := n2.Status()[0]
+	assert.Equal(t, termsig.StateFailed, st.State)
+	assert.ErrorContains(t, st.Err, "two Notifiers")
+	assert.Len(t, e.fake.Held(), 1, "the first Notifier's lock is held")
 }
 
 // TestChildrenDoNotHoldTheLock: the lock's descriptor is close-on-exec, so

@@ -105,7 +105,6 @@ func eventOf(typ string) string {
 // bound is known.
 func noticeOf(typ string, now time.Time, delay time.Duration, reason string) termsig.Notice {
 	n := termsig.Notice{
-		Source:   Name,
 		Kind:     kindOf(typ),
 		Event:    eventOf(typ),
 		Reason:   reason,

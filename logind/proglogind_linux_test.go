@@ -10,7 +10,12 @@ import (
 	"github.com/termsig/termsig/logind/logindtest"
 )
 
-// progLogind is a programmable logind for the review tests: every call to
+type lockEnd struct {
+	n   int
+	eof <-chan struct{}
+}
+
+// progLogind is a programmable logind for the tests of what logind may do: every call to
 // Inhibit and to Properties.Get is handed, in a goroutine of its own, to a
 // function of the test, which answers it (or not) as it likes: with a lock,
 // a wrong type, an error, late, never.

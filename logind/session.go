@@ -31,16 +31,16 @@ var (
 // A watcher is one Watch: a session per connection to the bus, with what
 // carries over from one to the next.
 type watcher struct {
-	src *Source
-	cfg Config
-	eps []endpoint
-	out chan<- termsig.Notice
+	src  *Source
+	cfg  Config
+	eps  []endpoint
+	run  *termsig.Run
+	send *sender // hands the notices over, in order, across sessions
 
-	connected  bool             // a session connected once: later failures are transient
-	hadLogind  bool             // logind answered once: its absence later is transient
-	healthy    bool             // the last session got as far as listening
-	pending    []termsig.Notice // to send, in order; kept across sessions
-	warnedLock string           // the refusal of a lock last logged
+	connected  bool   // a session connected once: later failures are transient
+	hadLogind  bool   // logind answered once: its absence later is transient
+	healthy    bool   // the last session got as far as listening
+	warnedLock string // the refusal of a lock last logged
 
 	// Of the current session:
 	conn      *dbus.Conn
@@ -74,18 +74,18 @@ func (w *watcher) session(ctx context.Context) error {
 	if err := w.flush(ctx); err != nil {
 		return err
 	}
-	w.reportLock(ctx)
-	termsig.Ready(ctx)
+	w.reportLock()
+	w.run.Ready()
 	return w.listen(ctx)
 }
 
-// connect dials the bus for listening, within CallTimeout. The connection
+// connect dials the bus for listening, within RequestTimeout. The connection
 // does not take file descriptors: the bus refuses to pass it any, so that
 // a process that sends this one messages carrying descriptors cannot fill
 // its descriptor table. The lock comes on a connection of its own (see
 // inhibit).
 func (w *watcher) connect(ctx context.Context) (*dbus.Conn, error) {
-	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	tctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	var nc net.Conn
 	var err error
@@ -181,7 +181,7 @@ func (w *watcher) meet(ctx context.Context) error {
 		preparing, _ := v.(bool)
 		// Signals that came before the answer are older than it: act on
 		// them first, then on what the answer says that no signal told.
-		w.drain(ctx)
+		w.drain()
 		if w.renew {
 			continue // logind changed meanwhile: meet the new one
 		}
@@ -225,7 +225,7 @@ func (w *watcher) property(ctx context.Context, name string) (any, error) {
 // subscribe asks the bus for logind's shutdown signals and for changes of
 // logind's owner.
 func (w *watcher) subscribe(ctx context.Context) error {
-	tctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	tctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	err := w.conn.AddMatchSignalContext(tctx,
 		dbus.WithMatchSender(busName), dbus.WithMatchObjectPath(objPath), dbus.WithMatchInterface(iface))
@@ -255,7 +255,7 @@ func (w *watcher) catchUp(preparing bool) {
 		now := time.Now()
 		n := noticeOf("", now, 0, reason)
 		if w.src.begin(n) {
-			w.pending = append(w.pending, n)
+			w.send.push(n)
 		}
 	case !preparing && under:
 		w.cancelled()

@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/logind/logindtest"
 )
 
 // TestShutdownRightAfterTheLockIsTaken: a reboot announced just after the
-// source took its lock, but before it read PreparingForShutdown, is still
-// a Reboot of "shutdown/reboot" held by the lock: the signal that came
-// before the property's answer is acted on first. (Found by review: the
-// source took the property for a shutdown it had missed.)
+// source took its lock, but before it read PreparingForShutdown, is still a
+// Reboot of "shutdown/reboot" held by the lock: the signal that came before
+// the property's answer is acted on first.
 func TestShutdownRightAfterTheLockIsTaken(t *testing.T) {
 	bus := startBus(t)
 	const trials = 20
@@ -43,4 +43,25 @@ func TestShutdownRightAfterTheLockIsTaken(t *testing.T) {
 		n.Stop()
 		require.NoError(t, fake.Close())
 	}
+}
+
+// TestUnderWayNoticeIsOnCAtReady: Notifier.Ready promises that "what the
+// first looks found is on C by the time Ready is closed"; a program checks
+// C after Ready before it takes its first job. The notice of a shutdown
+// already under way is there.
+func TestUnderWayNoticeIsOnCAtReady(t *testing.T) {
+	bus := startBus(t)
+	fake := startLogind(t, bus, logindtest.Config{})
+	require.NoError(t, fake.PrepareForShutdown("poweroff"))
+	misses := 0
+	const trials = 100
+	for range trials {
+		n := termsig.Config{Logger: testlog.New().Logger()}.New(logind.New(logind.Config{Address: bus.Address()}))
+		<-n.Ready()
+		if len(n.C()) == 0 {
+			misses++
+		}
+		n.Stop()
+	}
+	assert.Zero(t, misses, "Ready closed before the under-way notice was on C in %d of %d runs", misses, trials)
 }
