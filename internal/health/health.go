@@ -40,9 +40,9 @@ func New(r *termsig.Run, n int) *Parts {
 // Set records the outcome of one attempt of part i: nil is an answer, a
 // non-nil error a failure that the source retries. The source's health is
 // the error of the part that has failed longest, or healthy when none
-// fails; it is reported to the Notifier (termsig.ReportError) when it
-// changes (Run.Report), so that one outage seen by every part is one
-// change, and every answer counts as hearing from the origin (Run.Heard).
+// fails; it is reported to the Notifier (Run.Report) when it changes, so
+// that one outage seen by every part is one change, and every answer
+// counts as hearing from the origin (Run.Heard).
 func (p *Parts) Set(i int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock() // reported under mu, so that reports keep their order
