@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"os"
@@ -21,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedpolicyv1 "k8s.io/client-go/kubernetes/typed/policy/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 
@@ -237,4 +241,121 @@ func awaitDrain(t *testing.T, c *controller) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drain did not end")
 	}
+}
+
+// ctxClient is the fake clientset, except that node reads and patches,
+// pod lists and evictions fail once their context is done, as client-go's
+// real REST client does (its rate limiter's Wait and net/http both check
+// ctx first). The plain fake ignores ctx entirely.
+type ctxClient struct{ *fakeCluster }
+
+func (c ctxClient) CoreV1() typedcorev1.CoreV1Interface { return ctxCore{c.fakeCluster.CoreV1()} }
+func (c ctxClient) PolicyV1() typedpolicyv1.PolicyV1Interface {
+	return ctxPolicy{c.fakeCluster.PolicyV1()}
+}
+
+type ctxCore struct{ typedcorev1.CoreV1Interface }
+
+func (c ctxCore) Nodes() typedcorev1.NodeInterface { return ctxNodes{c.CoreV1Interface.Nodes()} }
+func (c ctxCore) Pods(ns string) typedcorev1.PodInterface {
+	return ctxPods{c.CoreV1Interface.Pods(ns)}
+}
+
+type ctxNodes struct{ typedcorev1.NodeInterface }
+
+func (n ctxNodes) Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return n.NodeInterface.Get(ctx, name, o)
+}
+
+func (n ctxNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*corev1.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return n.NodeInterface.Patch(ctx, name, pt, data, o, sub...)
+}
+
+type ctxPods struct{ typedcorev1.PodInterface }
+
+func (p ctxPods) List(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return p.PodInterface.List(ctx, o)
+}
+
+type ctxPolicy struct {
+	typedpolicyv1.PolicyV1Interface
+}
+
+func (p ctxPolicy) Evictions(ns string) typedpolicyv1.EvictionInterface {
+	return ctxEvictions{p.PolicyV1Interface.Evictions(ns)}
+}
+
+type ctxEvictions struct {
+	typedpolicyv1.EvictionInterface
+}
+
+func (e ctxEvictions) Evict(ctx context.Context, ev *policyv1.Eviction) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return e.EvictionInterface.Evict(ctx, ev)
+}
+
+// operatorPatch applies a JSON merge patch to the node, as kubectl does.
+func operatorPatch(t *testing.T, f *fakeCluster, patch string) {
+	t.Helper()
+	_, err := f.CoreV1().Nodes().Patch(context.Background(), testNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+// failNodePatches makes every node patch fail with a 500, as a node
+// admission webhook that is down (failurePolicy: Fail) does.
+func failNodePatches(f *fakeCluster) {
+	f.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New(`failed calling webhook "nodes.example.com": connection refused`))
+	})
+}
+
+// untilFake waits, watching the fake, until cond holds for testNode.
+func untilFake(t *testing.T, f *fakeCluster, cond func(*corev1.Node) bool) {
+	t.Helper()
+	w, err := f.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	defer w.Stop()
+	if cond(f.node(t)) {
+		return
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if n, ok := ev.Object.(*corev1.Node); ok && cond(n) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the node never met the condition")
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the drain goroutine's logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

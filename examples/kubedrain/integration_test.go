@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,10 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -430,4 +435,136 @@ func hasTaint(n *corev1.Node, value string) bool {
 		}
 	}
 	return false
+}
+
+// TestOperatorRecordonKeptOnTheAPIServer: on the real API server, where a
+// Node may come without managedFields (and updates then never add them),
+// an operator who uncordons and cordons the node again while kubedrain
+// holds it keeps that cordon when the advice clears: kubedrain starts the
+// field tracking with an apply when it cordons.
+func TestOperatorRecordonKeptOnTheAPIServer(t *testing.T) {
+	c, kubeconfig := setupCluster(t)
+	client := c.Client
+	srv := imdstest.NewServer()
+	defer srv.Close()
+	startKubedrain(t, kubeconfig, srv.URL, "--imds-interval", "20ms", "--imds-advisory-interval", "20ms")
+	srv.SetRebalance(time.Now())
+	untilNode(t, client, "cordoned for rebalance, its fields tracked", func(n *corev1.Node) bool {
+		return n.Spec.Unschedulable && hasTaint(n, "rebalance") && len(n.ManagedFields) > 0
+	})
+	patch := func(p string) {
+		_, err := client.CoreV1().Nodes().Patch(t.Context(), testNode, types.StrategicMergePatchType, []byte(p),
+			metav1.PatchOptions{FieldManager: "kubectl-cordon"})
+		require.NoError(t, err)
+	}
+	patch(`{"spec":{"unschedulable":null}}`) // kubectl uncordon
+	patch(`{"spec":{"unschedulable":true}}`) // kubectl cordon
+	n, err := client.CoreV1().Nodes().Get(t.Context(), testNode, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, ownsCordon(n), "kubedrain thinks it owns the operator's cordon")
+	srv.ClearRebalance()
+	// The taint may go before the Cleared, if kubedrain writes the node
+	// in between: it then sees the operator's uncordon and lifts its
+	// reason. The annotation goes with the Cleared.
+	node := untilNode(t, client, "kubedrain's marks gone", func(n *corev1.Node) bool {
+		_, annotated := n.Annotations[AnnotationKey]
+		return !hasTaint(n, "rebalance") && !annotated
+	})
+	assert.True(t, node.Spec.Unschedulable, "kubedrain lifted the operator's cordon")
+	assert.NotContains(t, node.Annotations, AnnotationKey)
+}
+
+// A silencer is a TCP proxy whose connections can be made silently dead
+// (half-open: a load balancer's failover, an API server instance gone
+// without a reset); connections opened afterwards work.
+type silencer struct {
+	l     net.Listener
+	mu    sync.Mutex
+	flags []*atomic.Bool
+}
+
+func newSilencer(t *testing.T, target string) *silencer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &silencer{l: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			dead := &atomic.Bool{}
+			s.mu.Lock()
+			s.flags = append(s.flags, dead)
+			s.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				defer dst.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if n > 0 && !dead.Load() {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}
+			go pipe(u, c)
+			go pipe(c, u)
+		}
+	}()
+	return s
+}
+
+// silence makes every connection so far silently dead.
+func (s *silencer) silence() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.flags {
+		f.Store(true)
+	}
+}
+
+// TestEvictionsSurviveAHalfOpenConnection: when kubedrain's connection to
+// the API server goes silently dead mid-drain, the evictions go on over a
+// new connection within seconds, not after client-go's HTTP/2 health
+// check (30 s idle + 15 s ping: ~45 s of a spot interruption's 110 s).
+func TestEvictionsSurviveAHalfOpenConnection(t *testing.T) {
+	c, _ := setupCluster(t)
+	cfg := c.ServiceAccountConfig(t, "kube-system", "kubedrain")
+	u, err := url.Parse(cfg.Host)
+	require.NoError(t, err)
+	s := newSilencer(t, u.Host)
+	pc := rest.CopyConfig(cfg)
+	pc.Host = "https://" + s.l.Addr().String()
+	kubeconfig := c.Kubeconfig(t, pc)
+
+	createRunningPod(t, c.Client, newPod("work", "guarded", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "guarded"} }))
+	_, err = c.Client.PolicyV1().PodDisruptionBudgets("work").Create(t.Context(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: "work"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: new(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	setBudget(t, c.Client, "work", "guarded", 0)
+	srv := imdstest.NewServer()
+	defer srv.Close()
+	kd := startKubedrain(t, kubeconfig, srv.URL, "--imds-interval", "20ms")
+	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+	kd.await(t, "kubedrain: eviction refused")
+	s.silence()
+	setBudget(t, c.Client, "work", "guarded", 1)
+	start := time.Now()
+	untilPods(t, c.Client, "work", "the guarded pod evicted", terminating("work/guarded"))
+	assert.Less(t, time.Since(start), 20*time.Second,
+		"the guarded pod evicted long after its budget allowed it: the drain was stuck on a dead connection")
 }

@@ -257,3 +257,23 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// waitLog waits until watch's log has a line containing want (and, if
+// also is not empty, that too).
+func waitLog(t *testing.T, r *run, want, also string) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		changed := r.stderr.next()
+		for _, l := range strings.Split(r.stderr.String(), "\n") {
+			if strings.Contains(l, want) && strings.Contains(l, also) {
+				return
+			}
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("watch never logged %q; its log:\n%s", want, r.stderr.String())
+		}
+	}
+}

@@ -48,7 +48,7 @@ func logindFake(t *testing.T) *logindtest.Logind {
 // TestPrintDoesNotHold: print mode hands each notice to the reader of its
 // output and has nothing to wait for, so it takes no delay lock: it never
 // holds logind's shutdown until InhibitDelayMaxSec runs out, with --follow
-// or without. (Found by review: with --follow it held every shutdown.)
+// or without.
 func TestPrintDoesNotHold(t *testing.T) {
 	fake := logindFake(t)
 	r := start(t, nil, "--sources", "logind", "--follow")
@@ -60,7 +60,7 @@ func TestPrintDoesNotHold(t *testing.T) {
 
 // TestFilteredOutNoticeReleases: a notice that --kinds filters out gets
 // no hook: nobody is cleaning up after it, so the shutdown is not held
-// for it. (Found by review.)
+// for it.
 func TestFilteredOutNoticeReleases(t *testing.T) {
 	fake := logindFake(t)
 	r := start(t, nil, "--sources", "logind", "--kinds", "terminate", "--exec", "true")

@@ -21,7 +21,7 @@ import (
 // TestSourceThatCannotWorkIsFatal: a source whose configuration can never
 // work (an interval below imds.FloorInterval, an endpoint that is not a
 // URL) stops kubedrain at start, rather than leaving it running, healthy
-// to Kubernetes, with nothing to watch. (Found by review.)
+// to Kubernetes, with nothing to watch.
 func TestSourceThatCannotWorkIsFatal(t *testing.T) {
 	for _, tc := range []struct {
 		endpoint string
@@ -45,7 +45,7 @@ func TestSourceThatCannotWorkIsFatal(t *testing.T) {
 // TestWatchStartsWhileAPIServerHangs: an API server that does not answer
 // at start (overloaded, a load balancer that holds connections) does not
 // keep kubedrain from watching for notices: checkNode holds up the
-// notifier for up to its 30 s. (Found by review.)
+// notifier for up to its 30 s.
 func TestWatchStartsWhileAPIServerHangs(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: TLS handshakes hang
 	require.NoError(t, err)
