@@ -10,20 +10,25 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // slowConfig polls the urgent paths once an hour unless advice holds, and
 // the rest every 10 ms, so that a test sees from request counts alone
 // which cadence the urgent paths are on.
 func slowConfig() *imds.Config {
-	return &imds.Config{
-		Interval:            time.Hour,
-		FastInterval:        10 * time.Millisecond,
-		AdvisoryInterval:    10 * time.Millisecond,
-		MaintenanceInterval: 10 * time.Millisecond,
-		RequestTimeout:      200 * time.Millisecond,
-		MaxBackoff:          40 * time.Millisecond,
-	}
+	return intervals(imds.Config{
+		Interval:         time.Hour,
+		AdvisoryInterval: 10 * time.Millisecond,
+		RequestTimeout:   200 * time.Millisecond,
+		MaxBackoff:       40 * time.Millisecond,
+	}, 10*time.Millisecond, 10*time.Millisecond)
+}
+
+// intervals returns c with the fast and the maintenance intervals set.
+func intervals(c imds.Config, fast, maintenance time.Duration) *imds.Config {
+	c = imds.WithMaintenanceInterval(imds.WithFastInterval(c, fast), maintenance)
+	return &c
 }
 
 // urgentStill checks that path is not polled while the advisory paths are
@@ -38,7 +43,7 @@ func (h *harness) urgentStill(path string) {
 	assert.LessOrEqual(h.t, h.srv.Requests(path), before+1, "%s polled at the fast cadence without advice", path)
 }
 
-// Each kind of advice makes the urgent paths poll at FastInterval from the
+// Each kind of advice makes the urgent paths poll at the fast interval from the
 // moment it is seen (not after the Interval under way), and its end puts
 // them back at Interval.
 func TestFastWhileAdviceHolds(t *testing.T) {
@@ -82,7 +87,7 @@ func TestFastWhileAdviceHolds(t *testing.T) {
 
 // The lifecycle state is polled at AdvisoryInterval while it answers 404
 // (advice or not: an instance in no group has no state to watch), and at
-// Interval, or FastInterval under advice, once it has answered 200.
+// Interval, or the fast interval under advice, once it has answered 200.
 func TestLifecycleCadence(t *testing.T) {
 	h := start(t, slowConfig(), nil)
 	h.ready()
@@ -110,7 +115,7 @@ func TestAdviceSurvivesErrors(t *testing.T) {
 	h.srv.SetRebalance(deadline)
 	h.receive()
 	h.polls(imdstest.PathInstanceAction, 3)
-	h.srv.Inject(imdstest.Fault{Key: imdstest.PathRebalance, Status: 503})
+	h.srv.Inject(termsigtest.Fault{Key: imdstest.PathRebalance, Status: 503})
 	h.polls(imdstest.PathRebalance, 3)
 	h.polls(imdstest.PathInstanceAction, 5)
 	h.quiet()
@@ -128,7 +133,6 @@ func (h *harness) ready() {
 
 // A path that fails under advice and still fails when the advice clears
 // backs off from Interval, not from the fast step it had reached.
-// (Found by review.)
 func TestBackoffAfterAdviceClearsIsNoFasterThanInterval(t *testing.T) {
 	h := start(t, slowConfig(), nil)
 	h.ready()
@@ -137,7 +141,7 @@ func TestBackoffAfterAdviceClearsIsNoFasterThanInterval(t *testing.T) {
 	h.polls(imdstest.PathInstanceAction, 3) // fast
 
 	// A bad answer, which the SDK does not try again: one request a poll.
-	h.srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Body: "<html>portal</html>"})
+	h.srv.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, Body: "<html>portal</html>"})
 	h.polls(imdstest.PathInstanceAction, 4) // failing: 10, 20, 40, 40 ms
 
 	h.srv.ClearRebalance()
@@ -154,21 +158,18 @@ func TestBackoffAfterAdviceClearsIsNoFasterThanInterval(t *testing.T) {
 
 // The lifecycle state in a group is an urgent path: its backoff is capped
 // at 4×Interval, as Config.MaxBackoff says, whatever AdvisoryInterval is.
-// (Found by review.)
 func TestLifecycleBackoffIsCappedAsUrgent(t *testing.T) {
-	cfg := &imds.Config{
-		Interval:            10 * time.Millisecond,
-		FastInterval:        10 * time.Millisecond,
-		AdvisoryInterval:    time.Second,
-		MaintenanceInterval: 10 * time.Millisecond, // the clock
-		RequestTimeout:      200 * time.Millisecond,
-		MaxBackoff:          10 * time.Second,
-	}
+	cfg := intervals(imds.Config{
+		Interval:         10 * time.Millisecond,
+		AdvisoryInterval: time.Second,
+		RequestTimeout:   200 * time.Millisecond,
+		MaxBackoff:       10 * time.Second,
+	}, 10*time.Millisecond, 10*time.Millisecond) // the scheduled events: the clock
 	h := start(t, cfg, func(s *imdstest.Server) { s.SetLifecycleState("InService") })
 	h.ready()
 	h.polls(imdstest.PathLifecycle, 3) // in a group: every Interval
 
-	h.srv.Inject(imdstest.Fault{Key: imdstest.PathLifecycle, Body: "<html>portal</html>"})
+	h.srv.Inject(termsigtest.Fault{Key: imdstest.PathLifecycle, Body: "<html>portal</html>"})
 	h.polls(imdstest.PathLifecycle, 6) // the backoff reaches its cap
 
 	// Capped at 40 ms, the path is polled about 25 times in a second;
@@ -179,17 +180,15 @@ func TestLifecycleBackoffIsCappedAsUrgent(t *testing.T) {
 		"a failing lifecycle path in a group backs off beyond 4×Interval")
 }
 
-// Advice present at start puts the urgent paths at FastInterval (not at
-// AdvisoryInterval, which is an hour here). (Found by review.)
+// Advice present at start puts the urgent paths at the fast interval (not at
+// AdvisoryInterval, which is an hour here).
 func TestAdviceAtStartIsFastInterval(t *testing.T) {
-	cfg := &imds.Config{
-		Interval:            time.Hour,
-		FastInterval:        10 * time.Millisecond,
-		AdvisoryInterval:    time.Hour,
-		MaintenanceInterval: 10 * time.Millisecond,
-		RequestTimeout:      200 * time.Millisecond,
-		MaxBackoff:          40 * time.Millisecond,
-	}
+	cfg := intervals(imds.Config{
+		Interval:         time.Hour,
+		AdvisoryInterval: time.Hour,
+		RequestTimeout:   200 * time.Millisecond,
+		MaxBackoff:       40 * time.Millisecond,
+	}, 10*time.Millisecond, 10*time.Millisecond)
 	h := start(t, cfg, func(s *imdstest.Server) { s.SetRebalance(deadline) })
 	h.ready()
 	assert.Equal(t, termsig.Rebalance, h.receive().Kind)
@@ -209,7 +208,7 @@ func TestStrayLifecycleWordIsNoAdvice(t *testing.T) {
 // A program may run with the timers of Go before 1.23 (GODEBUG
 // asynctimerchan=1), whose Reset leaves a tick that came meanwhile in the
 // channel: a poll slower than its interval that fails must still be
-// followed by the backoff, not by a poll at once. (Found by review.)
+// followed by the backoff, not by a poll at once.
 func TestBackoffAfterASlowFailureWithAsyncTimers(t *testing.T) {
 	t.Setenv("GODEBUG", "asynctimerchan=1")
 	cfg := &imds.Config{
@@ -218,7 +217,7 @@ func TestBackoffAfterASlowFailureWithAsyncTimers(t *testing.T) {
 		RequestTimeout: time.Second,
 	}
 	h := start(t, cfg, func(s *imdstest.Server) {
-		s.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Delay: 75 * time.Millisecond, Status: 503})
+		s.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, Delay: 75 * time.Millisecond, Status: 503})
 	})
 	h.polls(imdstest.PathInstanceAction, 4) // backoff at its cap
 	t0 := time.Now()

@@ -19,21 +19,21 @@ import (
 )
 
 // client returns the SDK client of one Watch, and a function that closes
-// the connections of a client made here when Watch returns.
+// the idle connections of the Source's own transport when Watch returns.
 func (c *Config) client() (*awsimds.Client, func()) {
-	if c.Client != nil {
-		return c.Client, func() {}
+	hc, release := c.HTTPClient, func() {}
+	if hc == nil {
+		// No proxy (IMDS is link-local), a short dial timeout as the SDK
+		// uses, and keep-alive so that polling once a second reuses a
+		// connection, one for each path polled at once.
+		tr := httpguard.NewTransport(250*time.Millisecond, 4, c.dnsDial)
+		hc, release = &http.Client{Transport: tr}, tr.CloseIdleConnections
 	}
-	// No proxy (IMDS is link-local), a short dial timeout as the SDK uses,
-	// and keep-alive so that polling once a second reuses a connection;
-	// each request on its caller's goroutine, which costs an idle process
-	// fewer wakeups than net/http's transport (see SyncTransport).
-	tr := httpguard.NewSyncTransport(250*time.Millisecond, 4, c.dnsDial)
 	opts := awsimds.Options{
 		Endpoint: c.Endpoint,
 		// The SDK reads each answer whole before the source sees it:
 		// only the transport can cut one off, the token's included.
-		HTTPClient:               httpguard.Guard(&http.Client{Transport: tr}, maxBody),
+		HTTPClient:               httpguard.Guard(hc, maxBody),
 		Retryer:                  newRetryer(),
 		DisableDefaultMaxBackoff: true,
 	}
@@ -43,7 +43,7 @@ func (c *Config) client() (*awsimds.Client, func()) {
 		// otherwise make the SDK refuse every request, does not apply.
 		opts.ClientEnableState = awsimds.ClientEnabled
 	}
-	return awsimds.New(opts), tr.CloseIdleConnections
+	return awsimds.New(opts), release
 }
 
 // newRetryer returns the SDK retryer of a Source's own client. It tries a

@@ -28,12 +28,12 @@ func TestDescribeIsStable(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"refused", refused(PathInstanceAction), "unreachable: " + syscall.ECONNREFUSED.Error()},
-		{"refused elsewhere", refused(PathScheduled), "unreachable: " + syscall.ECONNREFUSED.Error()},
-		{"dns", &url.Error{Op: "Get", URL: "http://imds.invalid/latest/meta-data/" + PathRebalance, Err: &net.OpError{
+		{"refused", refused(pathInstanceAction), "unreachable: " + syscall.ECONNREFUSED.Error()},
+		{"refused elsewhere", refused(pathScheduled), "unreachable: " + syscall.ECONNREFUSED.Error()},
+		{"dns", &url.Error{Op: "Get", URL: "http://imds.invalid/latest/meta-data/" + pathRebalance, Err: &net.OpError{
 			Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "imds.invalid", IsNotFound: true},
 		}}, "unreachable: DNS lookup of imds.invalid failed: no such host"},
-		{"eof", &url.Error{Op: "Get", URL: "http://x/latest/meta-data/" + PathLifecycle, Err: errors.New("EOF")}, "unreachable: EOF"},
+		{"eof", &url.Error{Op: "Get", URL: "http://x/latest/meta-data/" + pathLifecycle, Err: errors.New("EOF")}, "unreachable: EOF"},
 		{"deadline", fmt.Errorf("request: %w", context.DeadlineExceeded), "no answer within 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

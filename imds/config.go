@@ -4,10 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"time"
-
-	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/termsig/termsig/internal/host"
 	"github.com/termsig/termsig/internal/httpguard"
@@ -15,12 +14,16 @@ import (
 
 // The defaults of the [Config] fields of the same names.
 const (
-	DefaultInterval            = time.Second
-	DefaultFastInterval        = 250 * time.Millisecond
-	DefaultAdvisoryInterval    = 3 * time.Second
-	DefaultMaintenanceInterval = 30 * time.Second
-	DefaultRequestTimeout      = 2 * time.Second
-	DefaultMaxBackoff          = 10 * time.Second
+	DefaultInterval         = time.Second
+	DefaultAdvisoryInterval = 3 * time.Second
+	DefaultRequestTimeout   = 2 * time.Second
+	DefaultMaxBackoff       = 10 * time.Second
+)
+
+// The intervals that are no knob: see Cadence in the package documentation.
+const (
+	defaultFastInterval        = 250 * time.Millisecond
+	defaultMaintenanceInterval = 30 * time.Second
 )
 
 // FloorInterval is the shortest interval of a [Config] that Watch
@@ -62,41 +65,32 @@ type Config struct {
 	// source at a fake such as package imdstest.
 	Endpoint string
 
-	// Client is the SDK client to use, for a program that configures its
-	// own; it overrides Endpoint, and is used as it is (its own retryer,
-	// timeouts, HTTP client and AWS_EC2_METADATA_DISABLED handling). Nil
-	// means a client made for each Watch: a 401 tried again at once with
-	// a fresh token and no other retries (see Protocol in the package
-	// documentation), connections closed when Watch returns, and the
-	// guards of Faults: answers cut off past 1 MiB, redirects refused, DNS
-	// lookups that end with their request.
+	// HTTPClient sends the requests of the SDK client that each Watch
+	// makes (IMDSv2 tokens, a 401 tried again at once with a fresh token
+	// and no other retries: see Protocol in the package documentation).
+	// Nil means a client of the Source's own for each Watch, which dials
+	// directly (never through a proxy: IMDS is link-local) with a 250 ms
+	// connect timeout, as the SDK does, resolves names on Linux with Go's
+	// resolver, each lookup ending with its request, and whose idle
+	// connections are closed when Watch returns. Timeouts come from
+	// request contexts, so a client's Timeout must be zero or above
+	// RequestTimeout.
 	//
-	// Those guards live in the HTTP client, which the SDK does not let
-	// the source change in a Client made elsewhere: with a Client of its
-	// own, a program gets what its HTTP client does. The SDK reads each
-	// answer whole before the source sees it, and its default HTTP client
-	// follows 307 and 308 redirects, to any host, with the token. So a
-	// Client for a host that may not be IMDS should be made with
-	// awsimds.Options.HTTPClient set to a client whose transport caps
-	// bodies and refuses redirects.
-	Client *awsimds.Client
+	// Either client is used through a copy whose transport refuses
+	// redirects (a 3xx answer is an error, never followed, so the token
+	// stays with the endpoint) and cuts off an answer longer than 1 MiB,
+	// before the SDK, which reads each answer whole, sees it; HTTPClient
+	// itself is not changed.
+	HTTPClient *http.Client
 
 	// Interval is how often spot/instance-action is polled, start to
 	// start, and autoscaling/target-lifecycle-state once it has answered
 	// 200 (the instance is in an Auto Scaling group). Zero means
 	// [DefaultInterval] (1 s); otherwise it must be at least
-	// [FloorInterval] (10 ms).
+	// [FloorInterval] (10 ms). While advice holds (see Cadence in the
+	// package documentation) those paths are polled every 250 ms, or
+	// every Interval if that is shorter.
 	Interval time.Duration
-
-	// FastInterval replaces Interval while advice holds: a rebalance
-	// recommendation, an active scheduled event, or a lifecycle state
-	// that takes the instance out of service (see the package
-	// documentation). Those often come before an interruption, so the
-	// source polls the urgent paths faster until the advice clears.
-	// Zero means [DefaultFastInterval] (250 ms); otherwise it must be at
-	// least FloorInterval. An Interval shorter than FastInterval is kept
-	// throughout.
-	FastInterval time.Duration
 
 	// AdvisoryInterval is how often events/recommendations/rebalance is
 	// polled, and autoscaling/target-lifecycle-state while it answers 404
@@ -104,12 +98,6 @@ type Config struct {
 	// [DefaultAdvisoryInterval] (3 s); otherwise it must be at least
 	// FloorInterval. See the package documentation for the choice.
 	AdvisoryInterval time.Duration
-
-	// MaintenanceInterval is how often events/maintenance/scheduled is
-	// polled: EC2 schedules maintenance days ahead. Zero means
-	// [DefaultMaintenanceInterval] (30 s); otherwise it must be at least
-	// FloorInterval.
-	MaintenanceInterval time.Duration
 
 	// RequestTimeout bounds one poll of one path, a retry after a 401
 	// included, so it is also the longest the source takes to have its
@@ -131,7 +119,7 @@ type Config struct {
 
 	// Logger receives, at debug level, each notice the source sends.
 	// Health is not logged here: the source reports it with
-	// termsig.ReportError, and the Notifier logs each change. Nil means
+	// [termsig.Run.Report], and the Notifier logs each change. Nil means
 	// slog.Default(), as it is when Watch starts.
 	Logger *slog.Logger
 
@@ -141,6 +129,13 @@ type Config struct {
 	// "/". Set it when the program runs in a container that sees the
 	// host's root filesystem under another directory, such as /host.
 	Root string
+
+	// fastInterval replaces Interval while advice holds, and
+	// maintenanceInterval is how often events/maintenance/scheduled is
+	// polled; zero means their defaults, and they must be at least
+	// FloorInterval. Tests set them (see export_test.go).
+	fastInterval        time.Duration
+	maintenanceInterval time.Duration
 
 	// dnsDial dials the DNS server for the lookups of the source's own
 	// client; nil means a net.Dialer. Tests point it at a server of their
@@ -153,9 +148,9 @@ type Config struct {
 // validate reports them.
 func (c Config) withDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
-	c.FastInterval = cmp.Or(c.FastInterval, DefaultFastInterval)
+	c.fastInterval = cmp.Or(c.fastInterval, defaultFastInterval)
 	c.AdvisoryInterval = cmp.Or(c.AdvisoryInterval, DefaultAdvisoryInterval)
-	c.MaintenanceInterval = cmp.Or(c.MaintenanceInterval, DefaultMaintenanceInterval)
+	c.maintenanceInterval = cmp.Or(c.maintenanceInterval, defaultMaintenanceInterval)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.Events = cmp.Or(c.Events, AllEvents)
@@ -174,7 +169,7 @@ func (c Config) validate(in host.Info) error {
 		if err := checkEndpoint("Config.Endpoint", c.Endpoint); err != nil {
 			return err
 		}
-	} else if c.Client == nil && !in.IMDSDisabled && in.IMDSEndpoint != "" {
+	} else if !in.IMDSDisabled && in.IMDSEndpoint != "" {
 		if err := checkEndpoint("AWS_EC2_METADATA_SERVICE_ENDPOINT", in.IMDSEndpoint); err != nil {
 			return err
 		}
@@ -185,9 +180,9 @@ func (c Config) validate(in host.Info) error {
 		floor time.Duration
 	}{
 		{"Interval", c.Interval, FloorInterval},
-		{"FastInterval", c.FastInterval, FloorInterval},
 		{"AdvisoryInterval", c.AdvisoryInterval, FloorInterval},
-		{"MaintenanceInterval", c.MaintenanceInterval, FloorInterval},
+		{"fastInterval", c.fastInterval, FloorInterval},
+		{"maintenanceInterval", c.maintenanceInterval, FloorInterval},
 		{"RequestTimeout", c.RequestTimeout, 0},
 		{"MaxBackoff", c.MaxBackoff, 0},
 	} {

@@ -36,8 +36,8 @@ func TestConfigValidation(t *testing.T) {
 		{name: "negative max backoff", cfg: imds.Config{Endpoint: ok, MaxBackoff: -time.Minute}, want: "imds: Config.MaxBackoff is negative (-1m0s)"},
 		{name: "interval below floor", cfg: imds.Config{Endpoint: ok, Interval: imds.FloorInterval - 1}, want: "imds: Config.Interval 9.999999ms is below FloorInterval (10ms): it would hammer the metadata service"},
 		{name: "advisory interval below floor", cfg: imds.Config{Endpoint: ok, AdvisoryInterval: time.Millisecond}, want: "imds: Config.AdvisoryInterval 1ms is below FloorInterval (10ms): it would hammer the metadata service"},
-		{name: "fast interval below floor", cfg: imds.Config{Endpoint: ok, FastInterval: time.Millisecond}, want: "imds: Config.FastInterval 1ms is below FloorInterval (10ms): it would hammer the metadata service"},
-		{name: "negative maintenance interval", cfg: imds.Config{Endpoint: ok, MaintenanceInterval: -time.Second}, want: "imds: Config.MaintenanceInterval is negative (-1s)"},
+		{name: "fast interval below floor", cfg: imds.WithFastInterval(imds.Config{Endpoint: ok}, time.Millisecond), want: "imds: Config.fastInterval 1ms is below FloorInterval (10ms): it would hammer the metadata service"},
+		{name: "negative maintenance interval", cfg: imds.WithMaintenanceInterval(imds.Config{Endpoint: ok}, -time.Second), want: "imds: Config.maintenanceInterval is negative (-1s)"},
 		{name: "unknown events", cfg: imds.Config{Endpoint: ok, Events: 0x30}, want: "imds: Config.Events 0x30 selects no known event (AllEvents is 0xf)"},
 		{name: "events with unknown bits", cfg: imds.Config{Endpoint: ok, Events: imds.SpotInterruption | 0x80}, want: "imds: Config.Events 0x81 has bits outside AllEvents (0xf)"},
 	} {
@@ -77,7 +77,7 @@ func TestConfigValidationAccepts(t *testing.T) {
 		env     map[string]string
 		unavail bool
 	}{
-		{name: "at the floor", cfg: imds.Config{Endpoint: "http://127.0.0.1:1", Interval: imds.FloorInterval, FastInterval: imds.FloorInterval, AdvisoryInterval: imds.FloorInterval, MaintenanceInterval: imds.FloorInterval}},
+		{name: "at the floor", cfg: *intervals(imds.Config{Endpoint: "http://127.0.0.1:1", Interval: imds.FloorInterval, AdvisoryInterval: imds.FloorInterval}, imds.FloorInterval, imds.FloorInterval)},
 		{name: "zero means default", cfg: imds.Config{Endpoint: "https://[fd00:ec2::254]"}},
 		{name: "upper-case scheme", cfg: imds.Config{Endpoint: "HTTP://169.254.169.254"}},
 		{name: "env endpoint overridden by Endpoint", cfg: imds.Config{Endpoint: "http://127.0.0.1:1"}, env: map[string]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT": "ftp://x"}},

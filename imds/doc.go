@@ -33,14 +33,14 @@
 //   - autoscaling/target-lifecycle-state every AdvisoryInterval while it
 //     answers 404 (the instance is in no Auto Scaling group, as most are),
 //     and every Interval once it has answered 200;
-//   - events/maintenance/scheduled every [Config.MaintenanceInterval]
-//     (30 s): EC2 schedules maintenance days ahead.
+//   - events/maintenance/scheduled every 30 s: EC2 schedules maintenance
+//     days ahead.
 //
 // While advice holds (a rebalance recommendation, an active scheduled
 // event, or a lifecycle state that takes the instance out of service:
 // Standby, Detached, Warmed:*, Terminated), the paths polled every
-// Interval are polled every [Config.FastInterval] (250 ms) instead, from
-// the moment the advice is seen (a path that is failing keeps its backoff),
+// Interval are polled every 250 ms (the fast mode; or every Interval, if
+// that is shorter) instead, from the moment the advice is seen (a path that is failing keeps its backoff),
 // until it clears. A rebalance recommendation often comes minutes before an
 // interruption, so an interruption that follows one is noticed in 125 ms
 // on average rather than 500. Advice can hold for days (an event
@@ -66,8 +66,7 @@
 // (3.67 under advice). What it costs
 // an instance that is attached to a group after the source started: its
 // first lifecycle state is seen up to AdvisoryInterval (3 s) after it
-// appears, instead of Interval (1 s) or, under advice, FastInterval
-// (250 ms); a Terminated that comes first (the group scales the instance
+// appears, instead of Interval (1 s) or, under advice, 250 ms; a Terminated that comes first (the group scales the instance
 // in the moment it is attached) is that much later. From the first 200
 // on, the path is polled every Interval, even if it answers 404 again.
 //
@@ -89,11 +88,12 @@
 //
 // # First look
 //
-// [Source] is a [termsig.ReadyReporter] whose first look needs the
-// network, so [termsig.New] does not wait for it. Its first look is over once every
-// path it watches has had one answer (404 included) or one error (a
-// timeout included), and the notices of those answers are handed over:
-// then [termsig.Notifier.Ready] can close. Against an IMDS that does not
+// The first look of a [Source] needs the network, so it has no Traits
+// method and [termsig.New] does not wait for it. Its first look is over
+// once every path it watches has had one answer (404 included) or one
+// error (a timeout included), and the notices of those answers are on
+// Notifier.C: then it calls [termsig.Run.Ready], and
+// [termsig.Notifier.Ready] can close. Against an IMDS that does not
 // answer, that takes [Config.RequestTimeout] (2 s by default).
 //
 // # Faults
@@ -103,7 +103,7 @@
 // with status 200, a redirect, an answer that goes on past 1 MiB. The
 // source keeps running, backs off (the interval
 // doubles per failure up to [Config.MaxBackoff], every wait watching ctx),
-// and reports the error through [termsig.ReportError], so that it shows
+// and reports the error with [termsig.Run.Report], so that it shows
 // in [termsig.Notifier.Status]; the Notifier logs each change. While several
 // paths fail, the error reported is that of the path that has failed
 // longest. The error's text is stable (such as "imds: unreachable:
@@ -112,8 +112,8 @@
 // reads as "the events are gone". When ctx is done, requests in flight
 // are cancelled and Watch returns at once, whatever IMDS does.
 //
-// The source's own HTTP client (without [Config.Client]) guards what the
-// SDK would not:
+// The source's HTTP client, its own or [Config.HTTPClient], guards what
+// the SDK would not:
 //
 //   - A redirect (3xx) is an error, "imds: redirect refused (HTTP 302)",
 //     never followed: the token and the request stay with the endpoint,
@@ -126,12 +126,9 @@
 //     it streams. (A token that is cut off leaves the SDK to go on without
 //     one, as IMDSv1, so the error shown is that of the request after it,
 //     typically a 401.)
-//   - Names in the endpoint are resolved by Go's own resolver, each lookup
-//     ending with its request, so that a DNS server that does not answer
-//     holds neither Stop nor a goroutine past Watch.
-//
-// A Config.Client of the program's own is used as it is, guards or not:
-// see [Config.Client].
+//   - With the source's own client, a dial ends with its request, so that
+//     a DNS server that does not answer does not hold Stop; on Linux the
+//     lookup itself ends too (see [Config.HTTPClient]).
 //
 // A Config that cannot work (an endpoint that is not an http or https URL,
 // a negative duration, an interval below FloorInterval, unknown Events) is
@@ -141,7 +138,7 @@
 // # Systems and host detection
 //
 // Polling works the same on Linux, macOS and Windows once there is an
-// endpoint. Without one (Config.Endpoint, Config.Client or
+// endpoint. Without one (Config.Endpoint or
 // AWS_EC2_METADATA_SERVICE_ENDPOINT), the source decides from local facts
 // only, without a network probe, whether the host is an EC2 instance: the
 // firmware's SMBIOS strings say "Amazon EC2" (Nitro) or Amazon's Xen. They
@@ -154,35 +151,12 @@
 // # Cost at idle
 //
 // A process that polls once a second pays mostly for waking up, not for
-// the requests: each time a goroutine is woken, the Go runtime may wake a
-// second thread, and the first ordinary system call after an idle spell
-// wakes its monitor thread (sysmon). So the source's own client keeps the
-// wakeups few: polls of all paths fall on one grid (the lifecycle state
-// and rebalance recommendations go with every third spot poll), the next
-// poll's timer is set before the poll, each request is made on the
-// polling goroutine over a kept-alive connection with no goroutines of
-// the transport's own, and on Linux its socket is read and written with
-// raw system calls, which do not wake sysmon.
-//
-// examples/notify at the defaults, against a fake IMDS in another process,
-// runs of 120 s side by side (2 cores, Intel Xeon 2.8 GHz VM), in context
-// switches a second and CPU-s/hour in the window of each measurement:
-//
-//	                               switches/s  CPU-s/hour
-//	before                         24–25       4.2–4.5 (window A)
-//	+ the grid, timer first        17–18       3.2–3.6 (A)
-//	+ the transport                13.5–14.3   2.6–3.0 (A), 3.4–4.0 (B)
-//	+ raw system calls             8.0–8.8     2.3–2.9 (B), 4.9–8.3 (C)
-//	+ a peek before reuse (now)    7.6–8.2     4.7–5.8 (C), 3.4–5.5 (D)
-//	two 1 s tickers, nothing else  4.2–4.6     0.8–1.7 (B), 0.6–2.2 (C, D)
-//
-// The CPU time of a switch varies with the load of the VM's host, from
-// 50 to 270 µs, so only figures of one window compare; the switches do
-// not vary. What is left besides the wakeups is the work of each request,
-// mostly the AWS SDK's (about 13 KB and 190 allocations a request, see
-// BenchmarkPollCycle). See BENCHMARKS.md for a run beside a plain
-// net/http poller of the same paths, which took 1.4 times the CPU of
-// examples/notify in the same window.
+// the requests. So polls of all paths fall on one grid (the lifecycle
+// state and rebalance recommendations go with every third spot poll), and
+// the next poll's timer is set before the poll, so that the request's
+// timeout never becomes the earliest timer. The HTTP client is net/http's.
+// See BENCHMARKS.md for a run beside a plain net/http poller of the same
+// paths.
 //
 // # Figures
 //
@@ -197,16 +171,15 @@
 //     mean is half the interval plus about a millisecond of work.
 //   - A spot interruption 5 s or more after a rebalance recommendation, at
 //     the defaults (the recommendation at phases spread over the 3 s
-//     AdvisoryInterval, the interruption over the 250 ms FastInterval),
+//     AdvisoryInterval, the interruption over the 250 ms of the fast mode),
 //     200 trials, on 2 cores (Intel Xeon 2.8 GHz): mean 129 ms, p50
-//     129 ms, p99 248 ms, max 253 ms (mean 500 ms before the fast mode).
+//     129 ms, p99 248 ms, max 253 ms.
 //   - At idle, at the defaults, in no Auto Scaling group, over one real
 //     minute: 104 requests (1.73 a second): 60 spot, 21 lifecycle, 20
-//     rebalance, 2 scheduled, 1 token (before: 125, 2.08 a second).
-//   - One poll cycle of the four paths: 170 µs wall, 170–190 µs of CPU
-//     (the fake's included), 51 KB and 750 allocations (58 KB and 865
-//     before the SDK's retries were cut down to 401s), mostly the AWS
-//     SDK's middleware.
+//     rebalance, 2 scheduled, 1 token.
+//   - One poll cycle of the four paths, on 2 cores (Intel Xeon), through
+//     net/http: 150–230 µs wall, 140–160 µs of CPU (the fake's included),
+//     58 KB and 822 allocations, mostly the AWS SDK's middleware.
 //
 // Reproduce them with
 //

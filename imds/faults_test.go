@@ -15,6 +15,7 @@ import (
 	"github.com/termsig/termsig/imds/imdstest"
 	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // What the Notifier logs when the source reports an error, and when it
@@ -93,7 +94,7 @@ func TestFaultBursts(t *testing.T) {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			h := start(t, nil, nil)
 			h.polls(imdstest.PathInstanceAction, 1)
-			h.srv.Inject(imdstest.Fault{Count: 40, Status: status})
+			h.srv.Inject(termsigtest.Fault{Count: 40, Status: status})
 			rec := h.logs.WaitFor(t, failing, 1)
 			assert.Contains(t, testlog.Attr(rec, "err"), "HTTP "+strconv.Itoa(status))
 			assert.ErrorContains(t, h.status().Err, "HTTP "+strconv.Itoa(status))
@@ -106,11 +107,11 @@ func TestFaultBursts(t *testing.T) {
 }
 
 func TestFaultSlowerThanRequestTimeout(t *testing.T) {
-	cfg := imds.Config{
-		Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond, MaintenanceInterval: 10 * time.Millisecond,
+	cfg := intervals(imds.Config{
+		Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
 		RequestTimeout: 50 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
-	}
-	h := start(t, &cfg, func(s *imdstest.Server) { s.Inject(imdstest.Fault{Hang: true}) })
+	}, imds.DefaultFastInterval, 10*time.Millisecond)
+	h := start(t, cfg, func(s *imdstest.Server) { s.Inject(termsigtest.Fault{Hang: true}) })
 	rec := h.logs.WaitFor(t, failing, 1)
 	assert.Contains(t, testlog.Attr(rec, "err"), "no answer within 50ms")
 	h.srv.SetInterruption("terminate", deadline)
@@ -137,7 +138,7 @@ func TestFaultBadBodies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, nil, nil)
-			h.srv.Inject(imdstest.Fault{Key: tc.path, Status: http.StatusOK, Body: tc.body})
+			h.srv.Inject(termsigtest.Fault{Key: tc.path, Status: http.StatusOK, Body: tc.body})
 			rec := h.logs.WaitFor(t, failing, 1)
 			assert.Contains(t, testlog.Attr(rec, "err"), "invalid payload")
 			assert.ErrorContains(t, h.status().Err, tc.path)
@@ -155,8 +156,8 @@ func TestFaultBadScheduledBodyClearsNothing(t *testing.T) {
 	h.srv.SetScheduledEvents(imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline})
 	assert.Equal(t, termsig.Maintenance, h.receive().Kind)
 	// One HTML page, then 503s: faults apply in the order injected.
-	h.srv.Inject(imdstest.Fault{Key: imdstest.PathScheduled, Count: 1, Body: "<html>oops</html>"})
-	h.srv.Inject(imdstest.Fault{Key: imdstest.PathScheduled, Status: http.StatusServiceUnavailable})
+	h.srv.Inject(termsigtest.Fault{Key: imdstest.PathScheduled, Count: 1, Body: "<html>oops</html>"})
+	h.srv.Inject(termsigtest.Fault{Key: imdstest.PathScheduled, Status: http.StatusServiceUnavailable})
 	h.logs.WaitFor(t, failing, 1)
 	h.polls(imdstest.PathScheduled, 3)
 	h.srv.ClearFaults()
@@ -171,9 +172,9 @@ func TestStopIsPromptWhateverTheServerDoes(t *testing.T) {
 		name    string
 		prepare func(*imdstest.Server)
 	}{
-		{"hanging", func(s *imdstest.Server) { s.Inject(imdstest.Fault{Hang: true}) }},
+		{"hanging", func(s *imdstest.Server) { s.Inject(termsigtest.Fault{Hang: true}) }},
 		{"gone", func(s *imdstest.Server) { s.Stop() }},
-		{"503", func(s *imdstest.Server) { s.Inject(imdstest.Fault{Status: http.StatusServiceUnavailable}) }},
+		{"503", func(s *imdstest.Server) { s.Inject(termsigtest.Fault{Status: http.StatusServiceUnavailable}) }},
 		{"healthy", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func (h *harness) busy(name string) {
 // a 429 ends the poll and the source backs off, so that a throttled IMDS
 // that refuses every other request gets no more requests than the budget
 // of issue 14 (2.5 a second idle, 10 under advice; here with every
-// interval a tenth of the default). (Found by review.)
+// interval a tenth of the default).
 func TestThrottledIMDSStaysWithinBudget(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -229,14 +230,12 @@ func TestThrottledIMDSStaysWithinBudget(t *testing.T) {
 		{"under advice", true, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &imds.Config{
-				Interval:            100 * time.Millisecond,
-				FastInterval:        25 * time.Millisecond,
-				AdvisoryInterval:    300 * time.Millisecond,
-				MaintenanceInterval: 3 * time.Second,
-				RequestTimeout:      time.Second,
-				MaxBackoff:          time.Second,
-			}
+			cfg := intervals(imds.Config{
+				Interval:         100 * time.Millisecond,
+				AdvisoryInterval: 300 * time.Millisecond,
+				RequestTimeout:   time.Second,
+				MaxBackoff:       time.Second,
+			}, 25*time.Millisecond, 3*time.Second)
 			h := start(t, cfg, func(s *imdstest.Server) {
 				s.SetLifecycleState("InService")
 				if tc.advised {
@@ -244,8 +243,8 @@ func TestThrottledIMDSStaysWithinBudget(t *testing.T) {
 				}
 				for range 1000 {
 					for _, p := range []string{imdstest.PathInstanceAction, imdstest.PathLifecycle} {
-						s.Inject(imdstest.Fault{Key: p, Count: 1, Status: 503})
-						s.Inject(imdstest.Fault{Key: p, Count: 1}) // let through
+						s.Inject(termsigtest.Fault{Key: p, Count: 1, Status: 503})
+						s.Inject(termsigtest.Fault{Key: p, Count: 1}) // let through
 					}
 				}
 			})

@@ -20,6 +20,7 @@ import (
 	"github.com/termsig/termsig/imds/imdstest"
 	"github.com/termsig/termsig/internal/httpguard/guardtest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // allocated returns how many bytes the process allocated while f ran. It
@@ -48,12 +49,12 @@ func TestHugeBodiesAreCutOff(t *testing.T) {
 		size      int64
 		want      string
 	}{
-		{"200 endless", imdstest.PathInstanceAction, http.StatusOK, imdstest.EndlessBody, cut},
+		{"200 endless", imdstest.PathInstanceAction, http.StatusOK, termsigtest.EndlessBody, cut},
 		{"200 100 MB", imdstest.PathInstanceAction, http.StatusOK, 100 << 20, cut},
 		{"404 100 MB", imdstest.PathInstanceAction, http.StatusNotFound, 100 << 20, cut},
-		{"404 endless", imdstest.PathInstanceAction, http.StatusNotFound, imdstest.EndlessBody, cut},
+		{"404 endless", imdstest.PathInstanceAction, http.StatusNotFound, termsigtest.EndlessBody, cut},
 		{"token 100 MB", "api/token", http.StatusOK, 100 << 20, noToken},
-		{"token endless", "api/token", http.StatusOK, imdstest.EndlessBody, noToken},
+		{"token endless", "api/token", http.StatusOK, termsigtest.EndlessBody, noToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// RequestTimeout stays at its default (2 s): a slow -race run
@@ -64,7 +65,7 @@ func TestHugeBodiesAreCutOff(t *testing.T) {
 			grew := allocated(func() {
 				h = start(t, &cfg, func(s *imdstest.Server) {
 					s.SetInterruption("terminate", deadline) // what a full read of IMDS would say
-					s.Inject(imdstest.Fault{Key: tc.key, Status: tc.status, BodySize: tc.size})
+					s.Inject(termsigtest.Fault{Key: tc.key, Status: tc.status, BodySize: tc.size})
 				})
 				h.logs.WaitFor(t, failing, 1)
 				h.polls(tc.key, 3)
@@ -235,7 +236,7 @@ func TestSpotTimeNotAString(t *testing.T) {
 	} {
 		t.Run(tc.body, func(t *testing.T) {
 			h := start(t, nil, func(s *imdstest.Server) {
-				s.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Body: tc.body})
+				s.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, Body: tc.body})
 			})
 			n := h.receive()
 			assert.Equal(t, tc.kind, n.Kind)
@@ -250,6 +251,9 @@ func TestSpotTimeNotAString(t *testing.T) {
 
 // With a DNS server that never answers, Stop returns at once and leaves no
 // lookup behind: Go's resolver would otherwise wait seconds for an answer.
+// (Elsewhere than on Linux the system's resolver looks up, and the dial
+// gives up on it at once: see httpguard.NewTransport. SilentDNS skips the
+// test there.)
 func TestStopEndsDNSLookups(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
@@ -262,4 +266,41 @@ func TestStopEndsDNSLookups(t *testing.T) {
 		n.Stop()
 		return time.Since(start)
 	})
+}
+
+// The guards hold with a client of the program's own too: its transport
+// would follow the redirect, and its body would go on.
+func TestGuardsHoldWithTheProgramsClient(t *testing.T) {
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	own := &http.Client{Transport: tr}
+
+	t.Run("redirect", func(t *testing.T) {
+		other := imdstest.NewServer()
+		defer other.Close()
+		other.SetInterruption("terminate", deadline)
+		other.SetTokensOptional(true)
+		from := newRedirector(t, http.StatusTemporaryRedirect, other.URL)
+		cfg := fastConfig(other)
+		cfg.Endpoint, cfg.HTTPClient = from.URL, own
+		h := start(t, &cfg, nil)
+		h.logs.WaitFor(t, failing, 1)
+		from.wait(t, imdstest.PathInstanceAction, 3)
+		assert.EqualError(t, h.status().Err, "imds: redirect refused (HTTP 307)")
+		h.n.Stop()
+		for n := range h.n.C() {
+			t.Errorf("notice through a redirect: %v", n)
+		}
+		assert.Zero(t, other.Requests("api/token")+other.Requests(imdstest.PathInstanceAction), "requests followed the redirect")
+	})
+	t.Run("endless body", func(t *testing.T) {
+		cfg := imds.Config{HTTPClient: own, Interval: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Events: imds.SpotInterruption}
+		h := start(t, &cfg, func(s *imdstest.Server) {
+			s.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, BodySize: termsigtest.EndlessBody})
+		})
+		h.logs.WaitFor(t, failing, 1)
+		assert.EqualError(t, h.status().Err, "imds: answer larger than 1 MiB")
+	})
+	assert.Nil(t, own.CheckRedirect, "the program's client is not changed")
+	assert.Same(t, tr, own.Transport, "the program's client is not changed")
 }

@@ -11,12 +11,13 @@ import (
 // Name is the name of the source, in notices and in Notifier.Status.
 const Name = "imds"
 
-// The metadata paths the source polls, relative to /latest/meta-data/.
+// The metadata paths the source polls, relative to /latest/meta-data/
+// (package imdstest exports them, for tests).
 const (
-	PathInstanceAction = "spot/instance-action"
-	PathRebalance      = "events/recommendations/rebalance"
-	PathScheduled      = "events/maintenance/scheduled"
-	PathLifecycle      = "autoscaling/target-lifecycle-state"
+	pathInstanceAction = "spot/instance-action"
+	pathRebalance      = "events/recommendations/rebalance"
+	pathScheduled      = "events/maintenance/scheduled"
+	pathLifecycle      = "autoscaling/target-lifecycle-state"
 )
 
 // The events of [termsig.Notice.Event] that the source sends. A scheduled
@@ -49,12 +50,6 @@ func New(cfg Config) *Source { return &Source{cfg: cfg} }
 // Name returns "imds".
 func (s *Source) Name() string { return Name }
 
-// ReportsReady returns false: Source is a termsig.ReadyReporter whose first
-// look needs the network, so termsig.New does not wait for it. Watch calls
-// termsig.Ready once every path it polls has had its first answer or its
-// first error; Notifier.Ready waits for that.
-func (s *Source) ReportsReady() bool { return false }
-
 // Available returns, from local facts only and without touching the
 // network, the error that Watch would return at once, or nil if Watch
 // would start polling:
@@ -63,13 +58,13 @@ func (s *Source) ReportsReady() bool { return false }
 //     cannot work (an Endpoint or AWS_EC2_METADATA_SERVICE_ENDPOINT that is
 //     not an http or https URL, a negative duration, an interval below
 //     FloorInterval, unknown Events), whatever the host;
-//   - nil when a Client or Endpoint is configured, when
+//   - nil when an Endpoint is configured, when
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT is set, or when the firmware says
 //     the host is an EC2 instance (DMI on Linux, the registry's BIOS values
 //     on Windows; macOS shows neither, so set an endpoint there);
 //   - otherwise an error wrapping termsig.ErrUnavailable.
-//     AWS_EC2_METADATA_DISABLED=true makes the source unavailable unless a
-//     Client or Endpoint is configured.
+//     AWS_EC2_METADATA_DISABLED=true makes the source unavailable unless an
+//     Endpoint is configured.
 //
 // A caller that picks sources by Available should keep a source whose
 // error does not wrap termsig.ErrUnavailable, so that a mistake in its
@@ -79,7 +74,7 @@ func (s *Source) Available() error {
 	if err := s.cfg.validate(in); err != nil {
 		return err
 	}
-	if s.cfg.Client != nil || s.cfg.Endpoint != "" {
+	if s.cfg.Endpoint != "" {
 		return nil
 	}
 	switch {
@@ -99,10 +94,9 @@ func (s *Source) Available() error {
 //   - spot/instance-action: Terminate, Stop or Hibernate by its action,
 //     with Deadline its time (zero if the time is missing or not an RFC
 //     3339 string: the action alone is reason enough to leave), Event
-//     "spot/instance-action". One
-//     interruption is reported once, even when its time moves between
-//     polls; again only if the action changes or the path went back to 404
-//     in between.
+//     "spot/instance-action". One interruption is reported once, even
+//     when its time moves between polls; again only if the action changes
+//     or the path went back to 404 in between.
 //   - autoscaling/target-lifecycle-state Terminated: Terminate, deadline
 //     unknown, Event "asg/lifecycle". Other states send nothing.
 //   - events/recommendations/rebalance: Rebalance once; Cleared if it goes
@@ -117,27 +111,29 @@ func (s *Source) Available() error {
 // unreachable, 401, 429, 5xx, timeouts, bodies that cannot be what IMDS
 // sends) never make a notice: the path is polled again with backoff (see
 // Config.MaxBackoff), and the error, in a few words that do not change from
-// poll to poll or path to path, shows in Notifier.Status through
-// termsig.ReportError (the error of the path that has failed longest);
-// the Notifier logs each change.
+// poll to poll or path to path, is reported with [termsig.Run.Report] (the
+// error of the path that has failed longest), so that it shows in
+// Notifier.Status; the Notifier logs each change.
 //
 // Its first look is the first poll of every path it watches: once each
 // has had an answer (a 404 included) or an error (a timeout included), and
-// the notices of those answers are handed over, Watch calls termsig.Ready.
-// It can take up to Config.RequestTimeout when IMDS does not answer.
+// the notices of those answers are on Notifier.C, Watch calls
+// [termsig.Run.Ready]. It can take up to Config.RequestTimeout when IMDS
+// does not answer. The first look needs the network, so the Source has no
+// Traits method: [termsig.New] does not wait for it, Notifier.Ready does.
 //
 // Watch returns at once, without a network probe, an error wrapping
 // termsig.ErrUnavailable when [Source.Available] says so, and another
 // error, starting "imds: ", when the Config cannot work.
-func (s *Source) Watch(ctx context.Context, out chan<- termsig.Notice) error {
+func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	if err := s.Available(); err != nil {
 		return err
 	}
 	cfg := s.cfg.withDefaults()
 	client, release := cfg.client()
 	defer release()
-	newWatcher(ctx, cfg, client, out).run(ctx)
+	newWatcher(cfg, client, r).run(ctx)
 	return ctx.Err()
 }
 
-var _ termsig.ReadyReporter = (*Source)(nil)
+var _ termsig.Detector = (*Source)(nil)

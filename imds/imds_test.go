@@ -1,7 +1,6 @@
 package imds_test
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/imds/imdstest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 var deadline = time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC)
@@ -184,12 +184,17 @@ func TestUnavailableOffEC2WithoutProbe(t *testing.T) {
 
 	// Watch returns at once: on a host that is clearly not EC2 it must not
 	// try 169.254.169.254 (no dial, no 250 ms dial timeout, no retries).
+	// Ready closes once it has, and Status then says how it ended.
 	timing.Within(t, 20*time.Millisecond, 3, func() time.Duration {
 		start := time.Now()
-		err := src.Watch(context.Background(), make(chan termsig.Notice))
+		n := quietLog.New(src)
+		defer n.Stop()
+		waitReady(t, n)
 		took := time.Since(start)
-		assert.ErrorIs(t, err, termsig.ErrUnavailable)
-		assert.ErrorContains(t, err, "not an EC2 instance")
+		st := n.Status()[0]
+		assert.Equal(t, termsig.StateUnavailable, st.State)
+		assert.ErrorIs(t, st.Err, termsig.ErrUnavailable)
+		assert.ErrorContains(t, st.Err, "not an EC2 instance")
 		return took
 	})
 }
@@ -282,7 +287,7 @@ func TestScheduled404ClearsNothing(t *testing.T) {
 	h := start(t, nil, nil)
 	h.srv.SetScheduledEvents(imdstest.ScheduledEvent{Code: "system-reboot", EventID: "e-1", NotBefore: deadline})
 	assert.Equal(t, termsig.Maintenance, h.receive().Kind)
-	h.srv.Inject(imdstest.Fault{Key: imdstest.PathScheduled, Status: http.StatusNotFound})
+	h.srv.Inject(termsigtest.Fault{Key: imdstest.PathScheduled, Status: http.StatusNotFound})
 	h.polls(imdstest.PathScheduled, 3)
 	h.srv.ClearFaults()
 	h.polls(imdstest.PathScheduled, 3)

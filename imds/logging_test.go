@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,11 +19,12 @@ import (
 	"github.com/termsig/termsig/internal/testlog"
 )
 
-// countingClient is an HTTP client for the SDK that counts the requests
-// for each metadata path, so that a test can wait for polls of an
-// endpoint that no server answers.
+// countingClient is an HTTP client that counts the requests for each
+// metadata path, so that a test can wait for polls of an endpoint that no
+// server answers.
 type countingClient struct {
 	http *http.Client
+	tr   *http.Transport
 
 	mu      sync.Mutex
 	counts  map[string]int
@@ -33,11 +32,13 @@ type countingClient struct {
 }
 
 func newCountingClient() *countingClient {
-	return &countingClient{http: &http.Client{Transport: &http.Transport{}}, counts: map[string]int{}, changed: make(chan struct{})}
+	c := &countingClient{tr: &http.Transport{}, counts: map[string]int{}, changed: make(chan struct{})}
+	c.http = &http.Client{Transport: c}
+	return c
 }
 
-func (c *countingClient) Do(r *http.Request) (*http.Response, error) {
-	res, err := c.http.Do(r)
+func (c *countingClient) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := c.tr.RoundTrip(r)
 	c.mu.Lock()
 	c.counts[strings.TrimPrefix(r.URL.Path, "/latest/meta-data/")]++
 	close(c.changed)
@@ -78,14 +79,13 @@ func closedPort(t *testing.T) string {
 // Notifier logs one line for it, and the text carries no URL.
 func TestFaultOneLogLinePerOutage(t *testing.T) {
 	hc := newCountingClient()
-	defer hc.http.CloseIdleConnections()
-	client := awsimds.New(awsimds.Options{Endpoint: "http://" + closedPort(t), HTTPClient: hc, Retryer: aws.NopRetryer{}})
+	defer hc.tr.CloseIdleConnections()
 	logs := testlog.New()
-	cfg := imds.Config{
-		Client: client, Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond, MaintenanceInterval: 10 * time.Millisecond,
+	cfg := intervals(imds.Config{
+		Endpoint: "http://" + closedPort(t), HTTPClient: hc.http, Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
 		RequestTimeout: 200 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: logs.Logger(),
-	}
-	n := termsig.Config{Logger: logs.Logger()}.New(imds.New(cfg))
+	}, imds.DefaultFastInterval, 10*time.Millisecond)
+	n := termsig.Config{Logger: logs.Logger()}.New(imds.New(*cfg))
 	defer n.Stop()
 	for _, p := range []string{imdstest.PathInstanceAction, imdstest.PathLifecycle, imdstest.PathRebalance, imdstest.PathScheduled} {
 		hc.wait(t, p, 4)

@@ -21,14 +21,13 @@ const wait = 5 * time.Second
 
 // fastConfig polls every 10 ms, so that tests see many polls quickly.
 func fastConfig(srv *imdstest.Server) imds.Config {
-	return imds.Config{
-		Endpoint:            srv.URL,
-		Interval:            10 * time.Millisecond,
-		AdvisoryInterval:    10 * time.Millisecond,
-		MaintenanceInterval: 10 * time.Millisecond,
-		RequestTimeout:      200 * time.Millisecond,
-		MaxBackoff:          40 * time.Millisecond,
-	}
+	return imds.WithMaintenanceInterval(imds.Config{
+		Endpoint:         srv.URL,
+		Interval:         10 * time.Millisecond,
+		AdvisoryInterval: 10 * time.Millisecond,
+		RequestTimeout:   200 * time.Millisecond,
+		MaxBackoff:       40 * time.Millisecond,
+	}, 10*time.Millisecond)
 }
 
 type harness struct {

@@ -1,7 +1,6 @@
 package imds
 
 import (
-	"context"
 	"errors"
 	"math"
 	"strings"
@@ -195,16 +194,16 @@ func FuzzLifecycle(f *testing.F) {
 // Throttling delays the urgent paths by seconds, not by MaxBackoff.
 func TestUrgentBackoffLimit(t *testing.T) {
 	cfg := Config{}.withDefaults()
-	w := newWatcher(context.Background(), cfg, nil, nil)
+	w := newWatcher(cfg, nil, nil)
 	limits := map[string]time.Duration{}
 	for _, p := range w.pollers {
 		limits[p.path] = p.limit
 	}
 	assert.Equal(t, map[string]time.Duration{
-		PathInstanceAction: 4 * time.Second,
-		PathLifecycle:      4 * time.Second, // polled every 3 s while it answers 404
-		PathRebalance:      DefaultMaxBackoff,
-		PathScheduled:      DefaultMaxBackoff,
+		pathInstanceAction: 4 * time.Second,
+		pathLifecycle:      4 * time.Second, // polled every 3 s while it answers 404
+		pathRebalance:      DefaultMaxBackoff,
+		pathScheduled:      DefaultMaxBackoff,
 	}, limits)
 }
 
@@ -226,7 +225,7 @@ func TestRebalanceTimeNotAString(t *testing.T) {
 // requests a second without advice, 10 with, whether the instance is in an
 // Auto Scaling group or not, tokens included (one per TTL, five minutes).
 func TestRequestBudget(t *testing.T) {
-	w := newWatcher(context.Background(), Config{}.withDefaults(), nil, nil)
+	w := newWatcher(Config{}.withDefaults(), nil, nil)
 	rate := func(advised, grouped bool) float64 {
 		r := 1 / (5 * time.Minute).Seconds()
 		for _, p := range w.pollers {
@@ -246,7 +245,7 @@ func TestRequestBudget(t *testing.T) {
 // the grid point of the last one, rounded up to the grid, so that it is
 // never sooner than wait after a poll that started on time.
 func TestNextIsOnTheGrid(t *testing.T) {
-	w := newWatcher(context.Background(), Config{}.withDefaults(), nil, nil)
+	w := newWatcher(Config{}.withDefaults(), nil, nil)
 	o := w.origin
 	at := func(d time.Duration) time.Time { return o.Add(d) }
 	const ms = time.Millisecond
@@ -266,7 +265,7 @@ func TestNextIsOnTheGrid(t *testing.T) {
 }
 
 // Watch accepts any interval from FloorInterval up: the poll after one is
-// after it, whatever the interval (no overflow of the grid's arithmetic). (Found by review.)
+// after it, whatever the interval (no overflow of the grid's arithmetic).
 func TestNextPollIsAfterThisOne(t *testing.T) {
 	origin := time.Now()
 	w := &watcher{origin: origin}

@@ -21,7 +21,7 @@ import (
 type cadence uint8
 
 const (
-	// urgent: Interval, FastInterval while advice holds.
+	// urgent: Interval, fastInterval while advice holds.
 	urgent cadence = iota
 	// grouped: AdvisoryInterval until the path has answered 200, then
 	// as urgent. The lifecycle state answers 404 on an instance in no
@@ -40,7 +40,7 @@ type poller struct {
 	cadence cadence
 	limit   time.Duration // the longest backoff
 	// handle turns one answer into notices, and says whether the answer
-	// holds advice (see Config.FastInterval). found is false for 404.
+	// holds advice (see fastInterval). found is false for 404.
 	handle func(found bool, body []byte) (notices []termsig.Notice, advice bool, err error)
 }
 
@@ -49,17 +49,17 @@ type poller struct {
 type watcher struct {
 	cfg     Config // with defaults
 	client  *awsimds.Client
-	out     chan<- termsig.Notice
+	r       *termsig.Run
 	pollers []poller
 	parts   *health.Parts
 	advice  advice
 	origin  time.Time // of the grid of polls (see next)
 }
 
-func newWatcher(ctx context.Context, cfg Config, client *awsimds.Client, out chan<- termsig.Notice) *watcher {
-	w := &watcher{cfg: cfg, client: client, out: out, advice: advice{changed: make(chan struct{})}, origin: time.Now()}
+func newWatcher(cfg Config, client *awsimds.Client, r *termsig.Run) *watcher {
+	w := &watcher{cfg: cfg, client: client, r: r, advice: advice{changed: make(chan struct{})}, origin: time.Now()}
 	w.pollers = w.newPollers()
-	w.parts = health.New(ctx, len(w.pollers))
+	w.parts = health.New(r, len(w.pollers))
 	return w
 }
 
@@ -67,18 +67,18 @@ func (w *watcher) newPollers() []poller {
 	var ps []poller
 	urgentLimit := min(w.cfg.MaxBackoff, 4*w.cfg.Interval)
 	if w.cfg.Events&SpotInterruption != 0 {
-		ps = append(ps, poller{PathInstanceAction, urgent, urgentLimit, newSpotHandler()})
+		ps = append(ps, poller{pathInstanceAction, urgent, urgentLimit, newSpotHandler()})
 	}
 	if w.cfg.Events&LifecycleState != 0 {
 		// A backoff waits at least its base, so the limit does not cut
 		// the AdvisoryInterval of the path while it answers 404.
-		ps = append(ps, poller{PathLifecycle, grouped, urgentLimit, newLifecycleHandler()})
+		ps = append(ps, poller{pathLifecycle, grouped, urgentLimit, newLifecycleHandler()})
 	}
 	if w.cfg.Events&RebalanceRecommendation != 0 {
-		ps = append(ps, poller{PathRebalance, advisory, w.cfg.MaxBackoff, newRebalanceHandler()})
+		ps = append(ps, poller{pathRebalance, advisory, w.cfg.MaxBackoff, newRebalanceHandler()})
 	}
 	if w.cfg.Events&ScheduledMaintenance != 0 {
-		ps = append(ps, poller{PathScheduled, scheduled, w.cfg.MaxBackoff, newScheduledHandler()})
+		ps = append(ps, poller{pathScheduled, scheduled, w.cfg.MaxBackoff, newScheduledHandler()})
 	}
 	return ps
 }
@@ -90,9 +90,9 @@ func (w *watcher) interval(p poller, advised, found bool) time.Duration {
 	case p.cadence == advisory, p.cadence == grouped && !found:
 		return w.cfg.AdvisoryInterval
 	case p.cadence == scheduled:
-		return w.cfg.MaintenanceInterval
+		return w.cfg.maintenanceInterval
 	case advised:
-		return min(w.cfg.FastInterval, w.cfg.Interval)
+		return min(w.cfg.fastInterval, w.cfg.Interval)
 	}
 	return w.cfg.Interval
 }
@@ -233,7 +233,7 @@ func (w *watcher) watchAdvice(p poller) (bool, <-chan struct{}) {
 }
 
 // advice is whether any path's last answer holds advice: while one does,
-// the urgent paths are polled at FastInterval.
+// the urgent paths are polled at fastInterval.
 type advice struct {
 	mu      sync.Mutex
 	holders uint64        // bit i: pollers[i]
@@ -264,13 +264,11 @@ func (a *advice) state() (held bool, changed <-chan struct{}) {
 	return a.holders != 0, a.changed
 }
 
-// send hands notices over, and reports false if ctx ended first.
+// send puts notices on Notifier.C, and reports false if ctx ended first.
 func (w *watcher) send(ctx context.Context, path string, notices []termsig.Notice) bool {
 	for _, n := range notices {
 		w.cfg.Logger.Debug("imds: notice", "path", path, "notice", n)
-		select {
-		case w.out <- n:
-		case <-ctx.Done():
+		if w.r.Send(ctx, n) != nil {
 			return false
 		}
 	}
@@ -295,9 +293,9 @@ func (w *watcher) poll(ctx context.Context, p poller) result {
 	if err != nil {
 		return result{err: &pathError{path: p.path, msg: p.path + ": " + err.Error(), err: err}}
 	}
+	// Observed when the answer came, not when C had room.
 	now := time.Now()
 	for i := range notices {
-		notices[i].Source = Name
 		notices[i].Observed = now
 	}
 	return result{found: found, advice: advice, notices: notices}

@@ -22,7 +22,7 @@ func BenchmarkPollCycle(b *testing.B) {
 	client, release := cfg.client() // the source's own, as Watch makes it
 	defer release()
 	ctx := context.Background()
-	w := newWatcher(ctx, cfg, client, nil)
+	w := newWatcher(cfg, client, nil)
 	ps := w.pollers
 	poll := func() {
 		for _, p := range ps {

@@ -14,6 +14,7 @@ import (
 	"github.com/termsig/termsig/imds/imdstest"
 	"github.com/termsig/termsig/internal/testlog"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 var quietLog = termsig.Config{Logger: slog.New(slog.DiscardHandler)}
@@ -28,12 +29,11 @@ func waitReady(t *testing.T, n *termsig.Notifier) {
 	}
 }
 
-// The source's first look needs the network: termsig.New must not wait for
-// it, but Notifier.Ready must.
-func TestReportsReadyNotLocal(t *testing.T) {
-	rr, ok := termsig.Source(imds.New(imds.Config{})).(termsig.ReadyReporter)
-	require.True(t, ok, "imds.Source is a ReadyReporter")
-	assert.False(t, rr.ReportsReady())
+// The source's first look needs the network: it has no Traits, so that
+// termsig.New does not wait for it (Notifier.Ready does, see below).
+func TestFirstLookIsRemote(t *testing.T) {
+	_, ok := termsig.Source(imds.New(imds.Config{})).(termsig.Describer)
+	assert.False(t, ok, "imds.Source has a Traits method")
 }
 
 // Ready closes once every path has answered once, not before.
@@ -41,7 +41,7 @@ func TestReadyAfterFirstPolls(t *testing.T) {
 	srv := imdstest.NewServer()
 	defer srv.Close()
 	const delay = 50 * time.Millisecond
-	srv.Inject(imdstest.Fault{Delay: delay}) // token and each path: Ready cannot come sooner
+	srv.Inject(termsigtest.Fault{Delay: delay}) // token and each path: Ready cannot come sooner
 	start := time.Now()
 	n := quietLog.New(imds.New(fastConfig(srv)))
 	defer n.Stop()
@@ -65,7 +65,7 @@ func TestReadyWhenIMDSHangs(t *testing.T) {
 		{"hung fake", func(t *testing.T) string {
 			srv := imdstest.NewServer()
 			t.Cleanup(srv.Close)
-			srv.Inject(imdstest.Fault{Hang: true})
+			srv.Inject(termsigtest.Fault{Hang: true})
 			return srv.URL
 		}},
 		{"silent listener", func(t *testing.T) string {
@@ -76,10 +76,10 @@ func TestReadyWhenIMDSHangs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := imds.Config{
-				Endpoint: tc.endpoint(t), Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond, MaintenanceInterval: 10 * time.Millisecond,
+			cfg := *intervals(imds.Config{
+				Endpoint: tc.endpoint(t), Interval: 10 * time.Millisecond, AdvisoryInterval: 10 * time.Millisecond,
 				RequestTimeout: 100 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
-			}
+			}, imds.DefaultFastInterval, 10*time.Millisecond)
 			timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 				start := time.Now()
 				n := quietLog.New(imds.New(cfg))

@@ -36,12 +36,14 @@
 //
 // # Faults
 //
-// [Server.Inject] makes the server misbehave, for some requests or until
-// [Server.ClearFaults], as IMDS and the network in front of it do: answer
-// with a status such as 429 or 503, answer with a body IMDS would not send
-// (truncated JSON, an HTML page with status 200, a body of 100 MB or one
-// that never ends), answer late, never answer, or drop the connection. [Server.Stop] and [Server.Start] take
-// the whole service away and bring it back, as a broken network path
+// [Server.Inject] takes a [github.com/termsig/termsig/termsigtest.Fault],
+// the fault type of every HTTP fake of this module, and makes the server
+// misbehave for some requests or until [Server.ClearFaults], as IMDS and
+// the network in front of it do: answer with a status such as 429 or 503,
+// answer with a body IMDS would not send (truncated JSON, an HTML page
+// with status 200, a body of 100 MB or one that never ends), answer late,
+// never answer, or drop the connection. [Server.Stop] and [Server.Start]
+// take the whole service away and bring it back, as a broken network path
 // does; [Server.ExpireTokens] forgets the tokens, as a restart of IMDS
 // does.
 //

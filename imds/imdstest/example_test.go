@@ -7,6 +7,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // A test of your own consumer: schedule a spot interruption in the fake and
@@ -33,7 +34,7 @@ func Example() {
 func ExampleServer_Inject() {
 	srv := imdstest.NewServer()
 	defer srv.Close()
-	srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, Body: "<html>Welcome</html>"})
+	srv.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, Body: "<html>Welcome</html>"})
 
 	n := termsig.New(imds.New(imds.Config{
 		Endpoint: srv.URL,

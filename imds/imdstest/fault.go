@@ -1,82 +1,27 @@
 package imdstest
 
 import (
-	"time"
-
 	"github.com/termsig/termsig/internal/fakefault"
+	"github.com/termsig/termsig/termsigtest"
 )
 
-// A Fault makes the server misbehave the way IMDS and the networks in
-// front of it do. A request takes the first injected Fault whose Key
-// matches it, before the server looks at the request (its token included),
-// as a throttling front end or a proxy answers in IMDS's place. The
-// fault's effects apply in this order: Hang, Delay, Drop, Status and Body
-// (or BodySize).
-// A Fault with none of them set lets the request through.
-//
-// Faults that clients of IMDS meet:
-//
-//	Fault{Count: 40, Status: 503}                          // a burst of 503, token requests included
-//	Fault{Key: PathInstanceAction, Body: "<html>..."}      // a captive portal's page, status 200
-//	Fault{Key: PathInstanceAction, Status: http.StatusOK}  // an empty answer, status 200
-//	Fault{Key: PathScheduled, Status: http.StatusNotFound} // a 404 where IMDS sends []
-//	Fault{Delay: 50 * time.Millisecond}                    // every answer late
-//	Fault{Hang: true}                                      // IMDS stops answering
-//	Fault{Drop: true, Count: 1}                            // one connection reset
-//	Fault{Key: "api/token", BodySize: EndlessBody}         // a token that never ends
-type Fault struct {
-	// Key limits the fault to one path, such as [PathInstanceAction], or
-	// to token requests with "api/token"; empty means every request.
-	Key string
-
-	// Count limits the fault to that many requests, such as a burst of
-	// 40 throttled ones; the next request goes on to the next fault that
-	// matches, or is served. Zero means every request until
-	// [Server.ClearFaults].
-	Count int
-
-	// Hang: the request gets no answer until ClearFaults (then it is
-	// served normally), until [Server.Stop] or [Server.Close] (then its
-	// connection is closed), or until the client gives up.
-	Hang bool
-
-	// Delay holds the request back this long, then it goes on to the
-	// fault's other effects or is served normally. Stop, Close and the
-	// client giving up end it early, as for Hang.
-	Delay time.Duration
-
-	// Drop closes the connection without an answer, after Delay, as a
-	// reset connection or a dying proxy does.
-	Drop bool
-
-	// Status answers with this status code, such as 429 or 503, and
-	// Body. An empty Body is the status text for a status other than
-	// 200, and an empty answer for 200.
-	Status int
-
-	// Body answers with this body, with status 200 unless Status is set:
-	// truncated JSON, an HTML page.
-	Body string
-
-	// BodySize, if not zero, answers with that many bytes of filler in
-	// place of Body (with status 200 unless Status is set), streamed
-	// without a Content-Length, such as 100 << 20; [EndlessBody] streams
-	// a body that never ends, until the client hangs up, Stop or Close.
-	// A client must not read such an answer whole.
-	BodySize int64
-}
-
-// EndlessBody, as [Fault.BodySize], streams a body that never ends.
-const EndlessBody = fakefault.EndlessBody
-
-// Inject adds f to the faults. Faults apply in the order they were
+// Inject adds f to the faults (see [termsigtest.Fault]). A request takes
+// the first injected fault whose Key matches it, before the server looks
+// at the request (its token included), as a throttling front end or a
+// proxy answers in IMDS's place. Keys are metadata paths, such as
+// [PathInstanceAction], and "api/token" for token requests; NoLongPoll
+// and Foreign do nothing here. Faults apply in the order they were
 // injected, so that Inject(Fault{Count: 2, Status: 503}) then
 // Inject(Fault{Count: 1, Drop: true}) fails two requests and drops the
 // third; each request takes at most one.
-func (s *Server) Inject(f Fault) {
-	s.faults.Add(f.Key, f.Count, fakefault.Effects{
-		Hang: f.Hang, Delay: f.Delay, Drop: f.Drop, Status: f.Status, Body: f.Body, BodySize: f.BodySize,
-	})
+//
+// Faults that clients of IMDS meet, besides those of termsigtest.Fault:
+//
+//	Fault{Key: PathInstanceAction, Status: http.StatusOK}  // an empty answer, status 200
+//	Fault{Key: PathScheduled, Status: http.StatusNotFound} // a 404 where IMDS sends []
+//	Fault{Key: "api/token", BodySize: EndlessBody}         // a token that never ends
+func (s *Server) Inject(f termsigtest.Fault) {
+	s.faults.Add(f.Key, f.Count, fakefault.Of(f))
 }
 
 // ClearFaults removes every fault, as IMDS that comes back does: requests

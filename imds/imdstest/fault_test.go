@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 // What one request gets from each kind of fault, and what the next gets.
@@ -21,28 +22,28 @@ func TestFaultAnswers(t *testing.T) {
 	ok := answer{http.StatusOK, "InService"}
 	for _, tc := range []struct {
 		name   string
-		faults []imdstest.Fault
+		faults []termsigtest.Fault
 		want   []answer // for successive requests for PathLifecycle
 	}{
-		{"status with its text", []imdstest.Fault{{Count: 1, Status: http.StatusTooManyRequests}},
+		{"status with its text", []termsigtest.Fault{{Count: 1, Status: http.StatusTooManyRequests}},
 			[]answer{{http.StatusTooManyRequests, "Too Many Requests"}, ok}},
-		{"status and body", []imdstest.Fault{{Count: 1, Status: http.StatusInternalServerError, Body: "<html>oops</html>"}},
+		{"status and body", []termsigtest.Fault{{Count: 1, Status: http.StatusInternalServerError, Body: "<html>oops</html>"}},
 			[]answer{{http.StatusInternalServerError, "<html>oops</html>"}, ok}},
-		{"body is a 200", []imdstest.Fault{{Count: 1, Body: "<html>"}},
+		{"body is a 200", []termsigtest.Fault{{Count: 1, Body: "<html>"}},
 			[]answer{{http.StatusOK, "<html>"}, ok}},
-		{"empty 200", []imdstest.Fault{{Count: 1, Status: http.StatusOK}},
+		{"empty 200", []termsigtest.Fault{{Count: 1, Status: http.StatusOK}},
 			[]answer{{http.StatusOK, ""}, ok}},
-		{"until cleared", []imdstest.Fault{{Status: http.StatusServiceUnavailable}},
+		{"until cleared", []termsigtest.Fault{{Status: http.StatusServiceUnavailable}},
 			[]answer{{http.StatusServiceUnavailable, "Service Unavailable"}, {http.StatusServiceUnavailable, "Service Unavailable"}}},
-		{"in the order injected", []imdstest.Fault{{Count: 2, Status: http.StatusServiceUnavailable}, {Count: 1, Body: "x"}},
+		{"in the order injected", []termsigtest.Fault{{Count: 2, Status: http.StatusServiceUnavailable}, {Count: 1, Body: "x"}},
 			[]answer{{http.StatusServiceUnavailable, "Service Unavailable"}, {http.StatusServiceUnavailable, "Service Unavailable"}, {http.StatusOK, "x"}, ok}},
-		{"other key", []imdstest.Fault{{Key: imdstest.PathInstanceAction, Status: http.StatusServiceUnavailable}},
+		{"other key", []termsigtest.Fault{{Key: imdstest.PathInstanceAction, Status: http.StatusServiceUnavailable}},
 			[]answer{ok, ok}},
-		{"own key", []imdstest.Fault{{Key: imdstest.PathLifecycle, Count: 1, Status: http.StatusServiceUnavailable}},
+		{"own key", []termsigtest.Fault{{Key: imdstest.PathLifecycle, Count: 1, Status: http.StatusServiceUnavailable}},
 			[]answer{{http.StatusServiceUnavailable, "Service Unavailable"}, ok}},
-		{"delay, then status", []imdstest.Fault{{Count: 1, Delay: 10 * time.Millisecond, Status: http.StatusServiceUnavailable}},
+		{"delay, then status", []termsigtest.Fault{{Count: 1, Delay: 10 * time.Millisecond, Status: http.StatusServiceUnavailable}},
 			[]answer{{http.StatusServiceUnavailable, "Service Unavailable"}, ok}},
-		{"nothing set lets it through", []imdstest.Fault{{Count: 1}, {Count: 1, Body: "x"}},
+		{"nothing set lets it through", []termsigtest.Fault{{Count: 1}, {Count: 1, Body: "x"}},
 			[]answer{ok, {http.StatusOK, "x"}, ok}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,14 +69,14 @@ func TestFaultOnTokens(t *testing.T) {
 	srv := imdstest.NewServer()
 	defer srv.Close()
 	c := client(t)
-	srv.Inject(imdstest.Fault{Key: "api/token", Count: 1, Status: http.StatusServiceUnavailable})
+	srv.Inject(termsigtest.Fault{Key: "api/token", Count: 1, Status: http.StatusServiceUnavailable})
 	ttl := map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"}
 	status, _ := do(t, c, http.MethodPut, srv.URL+"/latest/api/token", ttl)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	status, _ = do(t, c, http.MethodPut, srv.URL+"/latest/api/token", ttl)
 	assert.Equal(t, http.StatusOK, status)
 
-	srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceID, Count: 1, Body: "i-fault"})
+	srv.Inject(termsigtest.Fault{Key: imdstest.PathInstanceID, Count: 1, Body: "i-fault"})
 	status, body := do(t, c, http.MethodGet, srv.URL+"/latest/meta-data/"+imdstest.PathInstanceID, nil)
 	assert.Equal(t, http.StatusOK, status, "the fault answers in IMDS's place, token or not")
 	assert.Equal(t, "i-fault", body)
@@ -87,12 +88,12 @@ func TestFaultBodySize(t *testing.T) {
 	srv := imdstest.NewServer()
 	defer srv.Close()
 	c := client(t)
-	srv.Inject(imdstest.Fault{Key: "api/token", BodySize: 2<<20 + 1, Count: 1})
+	srv.Inject(termsigtest.Fault{Key: "api/token", BodySize: 2<<20 + 1, Count: 1})
 	status, body := do(t, c, http.MethodPut, srv.URL+"/latest/api/token", map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"})
 	assert.Equal(t, http.StatusOK, status)
 	assert.Len(t, body, 2<<20+1)
 
-	srv.Inject(imdstest.Fault{Key: imdstest.PathInstanceAction, BodySize: imdstest.EndlessBody, Status: http.StatusNotFound})
+	srv.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, BodySize: termsigtest.EndlessBody, Status: http.StatusNotFound})
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/latest/meta-data/"+imdstest.PathInstanceAction, nil)
 	require.NoError(t, err)
 	res, err := c.Do(req)
@@ -112,7 +113,7 @@ func TestFaultDrop(t *testing.T) {
 	srv := imdstest.NewServer()
 	defer srv.Close()
 	srv.SetTokensOptional(true)
-	srv.Inject(imdstest.Fault{Count: 1, Drop: true})
+	srv.Inject(termsigtest.Fault{Count: 1, Drop: true})
 	c := client(t)
 	url := srv.URL + "/latest/meta-data/" + imdstest.PathInstanceID
 	_, err := c.Get(url)
@@ -176,15 +177,15 @@ func requests(t *testing.T, srv *imdstest.Server, path string, want int) int {
 func TestFaultHeld(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		fault   imdstest.Fault
+		fault   termsigtest.Fault
 		release func(*imdstest.Server)
 		want    int // status; 0: no answer
 	}{
-		{"hang, ClearFaults", imdstest.Fault{Hang: true}, (*imdstest.Server).ClearFaults, http.StatusOK},
-		{"hang, Stop", imdstest.Fault{Hang: true}, (*imdstest.Server).Stop, 0},
-		{"hang, Close", imdstest.Fault{Hang: true}, (*imdstest.Server).Close, 0},
-		{"delay, Stop", imdstest.Fault{Delay: time.Hour}, (*imdstest.Server).Stop, 0},
-		{"delay, Close", imdstest.Fault{Delay: time.Hour}, (*imdstest.Server).Close, 0},
+		{"hang, ClearFaults", termsigtest.Fault{Hang: true}, (*imdstest.Server).ClearFaults, http.StatusOK},
+		{"hang, Stop", termsigtest.Fault{Hang: true}, (*imdstest.Server).Stop, 0},
+		{"hang, Close", termsigtest.Fault{Hang: true}, (*imdstest.Server).Close, 0},
+		{"delay, Stop", termsigtest.Fault{Delay: time.Hour}, (*imdstest.Server).Stop, 0},
+		{"delay, Close", termsigtest.Fault{Delay: time.Hour}, (*imdstest.Server).Close, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := imdstest.NewServer()

@@ -212,7 +212,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 }
 
 // InFlight returns how many requests the server is answering now, such as
-// requests held by a [Fault] with Hang or Delay.
+// requests held by a fault with Hang or Delay.
 func (s *Server) InFlight() int { return s.host.InFlight() }
 
 func write(w http.ResponseWriter, status int, body string) {

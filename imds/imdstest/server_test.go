@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/termsigtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -113,7 +114,7 @@ func TestStateAndFaults(t *testing.T) {
 	_, body = get(imdstest.PathLifecycle)
 	assert.Equal(t, "InService", body)
 
-	srv.Inject(imdstest.Fault{Count: 2, Status: http.StatusServiceUnavailable})
+	srv.Inject(termsigtest.Fault{Count: 2, Status: http.StatusServiceUnavailable})
 	status, _ = get(imdstest.PathLifecycle)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	status, _ = get(imdstest.PathLifecycle)
@@ -121,7 +122,7 @@ func TestStateAndFaults(t *testing.T) {
 	status, _ = get(imdstest.PathLifecycle)
 	assert.Equal(t, http.StatusOK, status)
 
-	srv.Inject(imdstest.Fault{Key: imdstest.PathLifecycle, Body: "<html>"})
+	srv.Inject(termsigtest.Fault{Key: imdstest.PathLifecycle, Body: "<html>"})
 	_, body = get(imdstest.PathLifecycle)
 	assert.Equal(t, "<html>", body)
 	srv.ClearFaults()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 )
 
@@ -17,28 +18,47 @@ type requestKey struct{}
 // NewTransport returns the transport of a source's own client: direct
 // (never through a proxy: metadata servers are link-local), keeping up to
 // maxIdle idle connections per host for the next poll, with dialTimeout to
-// connect, DNS lookup included.
+// connect, DNS lookup included, and answer heads of at most 1 MiB.
 //
 // Its dials end with their request when the transport is the Base of a
-// [Transport], DNS lookups included, so that no lookup outlives the Watch
-// that caused it. Left to themselves, net/http lets a dial go on after its
-// request is cancelled, for a later request to use; and Go's resolver lets
-// a lookup go on until its timeout (seconds) once its caller gives up,
-// when another caller shares it or when its DNS server does not answer.
-// So lookups use Go's own resolver, never the system's, which cannot be
-// cut off: a Resolver for each dial, so that no lookup is shared, whose
-// queries go through connections that are closed when the lookup ends.
-// dnsDial dials the DNS server; nil means a [net.Dialer]. Tests point it
-// at a server of their own.
+// [Transport], so that Stop is not held by a dial: left to itself,
+// net/http lets a dial go on after its request is cancelled, for a later
+// request to use.
+//
+// On Linux, lookups use Go's own resolver (which reads the same
+// resolv.conf as libc, and is what runs there anyway unless cgo is in and
+// nsswitch.conf asks for more), with a Resolver for each dial, so that no
+// lookup is shared, whose queries go through connections that are closed
+// when the lookup ends: no lookup outlives the Watch that caused it, even
+// when its DNS server never answers. dnsDial dials the DNS server for
+// those lookups; nil means a [net.Dialer]. Tests point it at a server of
+// their own.
+//
+// Elsewhere (macOS, Windows) lookups go to the system's resolver, which
+// knows the system's split DNS (VPNs, /etc/resolver, NRPT) and which Go's
+// resolver would bypass, and dnsDial is not used. The dial still returns
+// as soon as its request ends (package net stops waiting for a lookup
+// when its context is done); only net's own call into the system
+// resolver goes on until the system gives up on it, and its answer is
+// dropped.
 func NewTransport(dialTimeout time.Duration, maxIdle int, dnsDial DialFunc) *http.Transport {
 	d := &dialer{timeout: dialTimeout, dnsDial: dnsDial}
 	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         d.dial,
-		MaxIdleConnsPerHost: maxIdle,
-		IdleConnTimeout:     90 * time.Second,
+		Proxy:                  nil,
+		DialContext:            d.dial,
+		MaxIdleConnsPerHost:    maxIdle,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: maxHead,
 	}
 }
+
+// maxHead bounds the head of an answer (net/http's default: 10 MiB); the
+// body cap of a [Transport] does not see heads.
+const maxHead = 1 << 20
+
+// preferGo: Go's own resolver, whose lookups end with their context (see
+// NewTransport).
+const preferGo = runtime.GOOS == "linux"
 
 type dialer struct {
 	timeout time.Duration
@@ -57,7 +77,7 @@ func (d *dialer) dial(ctx context.Context, network, address string) (net.Conn, e
 	nd := net.Dialer{
 		Timeout:   d.timeout,
 		KeepAlive: 30 * time.Second,
-		Resolver:  &net.Resolver{PreferGo: true, Dial: d.dialDNS},
+		Resolver:  &net.Resolver{PreferGo: preferGo, Dial: d.dialDNS},
 	}
 	return nd.DialContext(ctx, network, address)
 }

@@ -1,5 +1,5 @@
 // Package httpguard is what the HTTP clients of the metadata sources (imds,
-// gcemeta, and azure to come) share to stay safe against a server that is
+// gcemeta and azure) share to stay safe against a server that is
 // not the metadata service, or a metadata service that misbehaves:
 //
 //   - a [Transport] refuses redirects, so that a request (and its token)
@@ -7,8 +7,9 @@
 //     that an answer that never ends costs a bounded amount of memory,
 //     whoever reads it (the AWS SDK reads each answer whole before its
 //     caller sees it);
-//   - [NewTransport] makes a source's own transport, whose DNS lookups end
-//     with their request, so that no lookup outlives Watch.
+//   - [NewTransport] makes a source's own [http.Transport], whose dials
+//     (and, on Linux, DNS lookups) end with their request, so that neither
+//     holds Stop nor outlives Watch.
 //
 // Errors are [*Error], with short texts that do not change from request to
 // request (no URL, no address), so that one fault is one line in a log.

@@ -1,14 +1,18 @@
 package httpguard_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +136,9 @@ func (c *closer) CloseIdleConnections()                           { *c = true }
 // A dial of NewTransport's, lookup included, ends with the request that
 // caused it, however long its own timeout: net/http would let it go on.
 func TestDialEndsWithItsRequest(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the system's resolver, which does not take a DNS server of the test's")
+	}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer pc.Close()
@@ -174,4 +181,128 @@ func TestDialEndsWithItsRequest(t *testing.T) {
 		t.Fatal("the request did not end")
 	}
 	goleak.VerifyNone(t) // the lookup's goroutines are gone too
+}
+
+// newTransport returns a transport of NewTransport's, guarded, closed when
+// the test ends.
+func newTransport(t *testing.T) *http.Client {
+	tr := httpguard.NewTransport(time.Second, 4, nil)
+	t.Cleanup(tr.CloseIdleConnections)
+	return httpguard.Guard(&http.Client{Transport: tr}, 1<<20)
+}
+
+// rawServer serves each connection with serve, on its own goroutine, until
+// the test ends, and counts the connections.
+func rawServer(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) (url string, conns *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	conns = new(atomic.Int32)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			wg.Go(func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			})
+		}
+	})
+	return "http://" + ln.Addr().String(), conns
+}
+
+// A server that sends an endless head costs a bounded amount of memory:
+// the body cap does not see heads, NewTransport's limit does.
+func TestHeadsAreCapped(t *testing.T) {
+	const budget = 64 << 20
+	wrote := make(chan int, 1)
+	url, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		n, _ := io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Endless: ")
+		chunk := strings.Repeat("a", 64<<10)
+		for n < budget {
+			m, err := io.WriteString(c, chunk)
+			n += m
+			if err != nil {
+				break
+			}
+		}
+		wrote <- n
+	})
+	c := newTransport(t)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, err := c.Get(url)
+	runtime.ReadMemStats(&after)
+	if res != nil {
+		res.Body.Close()
+	}
+	require.Error(t, err)
+	n := <-wrote
+	grew := after.TotalAlloc - before.TotalAlloc
+	t.Logf("server wrote %.1f MiB, client allocated %.1f MiB", float64(n)/(1<<20), float64(grew)/(1<<20))
+	// net/http's default limit, 10 MiB, would read that much and more.
+	assert.Less(t, n, 10<<20, "the client read past 1 MiB of head")
+	assert.Less(t, grew, uint64(32<<20), "allocated for one head")
+}
+
+// A request that fails on a kept connection the server closed is sent
+// again, on a new connection, only if it is idempotent: a GET is, a PUT
+// (an IMDSv2 token) is not, and its failure is the caller's to see.
+func TestOnlyIdempotentRequestsAreSentAgain(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		again  bool
+	}{
+		{http.MethodGet, true},
+		{http.MethodPut, false},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			var reqs atomic.Int32
+			url, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					// The second request: read, then hung up on, as by a
+					// server that closed an idle connection meanwhile.
+					if reqs.Add(1) == 2 {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			})
+			c := newTransport(t)
+			do := func() error {
+				req, err := http.NewRequest(tc.method, url, strings.NewReader("x"))
+				require.NoError(t, err)
+				res, err := c.Do(req)
+				if err != nil {
+					return err
+				}
+				defer res.Body.Close()
+				_, err = io.ReadAll(res.Body)
+				return err
+			}
+			require.NoError(t, do()) // leaves the connection kept
+			err := do()
+			if tc.again {
+				assert.NoError(t, err)
+				assert.EqualValues(t, 3, reqs.Load(), "sent again")
+				assert.EqualValues(t, 2, conns.Load(), "on a new connection")
+				return
+			}
+			assert.Error(t, err)
+			assert.EqualValues(t, 2, reqs.Load(), "not sent again")
+		})
+	}
 }

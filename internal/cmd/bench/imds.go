@@ -38,7 +38,7 @@ func imdsClients(o options) []imdsClient {
 	return []imdsClient{
 		{name: "termsig imds, defaults (spot every 1 s)", period: imds.DefaultInterval, start: termsigIMDS},
 		{name: "termsig imds, fast mode (rebalance recommendation posted: spot every 250 ms)",
-			period: imds.DefaultFastInterval, advice: true, start: termsigIMDS},
+			period: 250 * time.Millisecond, advice: true, start: termsigIMDS},
 		{name: fmt.Sprintf("AWS SDK imds, fixed %v poller (reference handler)", o.handler), period: o.handler, start: sdk(o.handler)},
 		{name: fmt.Sprintf("AWS SDK imds, fixed %v poller (AWS's advice)", o.advised), period: o.advised, start: sdk(o.advised)},
 	}

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/imds/imdstest"
 )
 
 // referenceEnv, set to the name of a reference, makes the command that
@@ -63,12 +63,12 @@ func netHTTPPoller(url string) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for k := 0; ; k++ {
-		paths := []string{imds.PathInstanceAction}
+		paths := []string{imdstest.PathInstanceAction}
 		if k%3 == 0 {
-			paths = append(paths, imds.PathLifecycle, imds.PathRebalance)
+			paths = append(paths, imdstest.PathLifecycle, imdstest.PathRebalance)
 		}
 		if k%30 == 0 {
-			paths = append(paths, imds.PathScheduled)
+			paths = append(paths, imdstest.PathScheduled)
 		}
 		for _, p := range paths {
 			if token == "" {

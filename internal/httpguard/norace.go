@@ -1,6 +1,0 @@
-//go:build !race
-
-package httpguard
-
-// raceEnabled: built with the race detector.
-const raceEnabled = false
