@@ -14,14 +14,14 @@ import (
 	"github.com/termsig/termsig"
 )
 
-// Bounds of [TestSource].
+// The bounds of TestSource.
 const (
-	// ReadyWithin is how long a source may take after Watch starts to
+	// readyWithin is how long a source may take after Watch starts to
 	// call Run.Ready, and to send a notice after notify.
-	ReadyWithin = 10 * time.Second
-	// StopWithin is how long a source's Watch may take to return once its
+	readyWithin = 10 * time.Second
+	// stopWithin is how long a source's Watch may take to return once its
 	// context is done.
-	StopWithin = 2 * time.Second
+	stopWithin = 2 * time.Second
 )
 
 // msgLateSend is what a Notifier logs for a notice sent after its
@@ -38,16 +38,16 @@ var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 //   - has a name that is not short, stable and lower-case: 1 to 32 lower-
 //     case letters, digits and '-', starting with a letter, the same at
 //     every call;
-//   - does not call Run.Ready within [ReadyWithin] of Watch starting;
+//   - does not call Run.Ready within 10 s of Watch starting;
 //   - returns before its context is done, whatever it returns (an error
 //     wrapping ErrUnavailable included: the check needs a source that
 //     works where the test runs);
-//   - does not return within [StopWithin] of its context ending, when it
-//     has just started or once it is watching;
+//   - does not return within 2 s of its context ending, when it has just
+//     started or once it is watching;
 //   - sends a notice after its Watch returned;
 //   - leaves a goroutine behind once its Watch returned;
-//   - given notify: sends no notice within ReadyWithin of notify, or one
-//     whose Kind is not valid.
+//   - given notify: sends no notice within 10 s of notify, or one whose
+//     Kind is not valid.
 //
 // newSource is called once per subtest with that subtest's t, so that it
 // can start what the source watches (a fake metadata server, with
@@ -92,8 +92,8 @@ func TestSource(t *testing.T, newSource func(t *testing.T) (src termsig.Source, 
 				if _, err := nt.Kind.MarshalText(); err != nil {
 					t.Errorf("notice %v: %v", nt, err)
 				}
-			case <-time.After(ReadyWithin):
-				t.Fatalf("no notice within %v of notify", ReadyWithin)
+			case <-time.After(readyWithin):
+				t.Fatalf("no notice within %v of notify", readyWithin)
 			}
 		}
 		if src.Name() != c.name {
@@ -178,8 +178,8 @@ func (c *checked) waitReady(t *testing.T) {
 	t.Helper()
 	select {
 	case <-c.n.Ready():
-	case <-time.After(ReadyWithin):
-		t.Fatalf("%s: Run.Ready not called within %v of Watch starting", c.name, ReadyWithin)
+	case <-time.After(readyWithin):
+		t.Fatalf("%s: Run.Ready not called within %v of Watch starting", c.name, readyWithin)
 	}
 	select {
 	case <-c.ended:
@@ -207,16 +207,16 @@ func (c *checked) stop(t *testing.T) {
 		c.failEarly(t)
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), StopWithin)
+	ctx, cancel := context.WithTimeout(context.Background(), stopWithin)
 	defer cancel()
 	stopped := time.Now() // Shutdown cancels the source's context first
 	if err := c.n.Shutdown(ctx); err != nil {
-		t.Fatalf("%s: Watch did not return within %v of its context ending", c.name, StopWithin)
+		t.Fatalf("%s: Watch did not return within %v of its context ending", c.name, stopWithin)
 	}
 	<-c.ended
 	c.failEarly(t)
-	if took := c.returned.Sub(stopped); took > StopWithin {
-		t.Errorf("%s: Watch returned %v after its context ended, want at most %v", c.name, took, StopWithin)
+	if took := c.returned.Sub(stopped); took > stopWithin {
+		t.Errorf("%s: Watch returned %v after its context ended, want at most %v", c.name, took, stopWithin)
 	}
 	if err := goleak.Find(c.prior...); err != nil {
 		t.Errorf("%s: goroutines left behind after Watch returned: %v", c.name, err)
