@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,10 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v75/github"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/termsig/termsig/examples/ghrunner/internal/ghfake"
+	"github.com/termsig/termsig/examples/ghrunner/internal/supervisor"
 	"github.com/termsig/termsig/imds/imdstest"
 )
 
@@ -115,7 +120,7 @@ func (w *world) start(extra ...string) *proc {
 	p.started = time.Now()
 	go func() {
 		_ = cmd.Wait()
-		p.status = exitStatus(cmd.ProcessState, nil)
+		p.status = cmd.ProcessState.ExitCode()
 		close(p.done)
 	}()
 	w.t.Cleanup(func() {
@@ -333,4 +338,166 @@ func (b *logBuffer) await(t testing.TB, match func(string) bool) {
 			t.Fatalf("no such line after %v in:\n%s", wait, b)
 		}
 	}
+}
+
+// startWithJob starts ghrunner, waits for its runner to be online and for
+// a job that runs until cancelled to run on it.
+func (w *world) startWithJob(extra ...string) (*proc, ghfake.Runner, int64) {
+	w.t.Helper()
+	p := w.start(extra...)
+	r := w.onlineRunner("spot-1")
+	run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "build"}}})
+	w.runningOn(run, r.ID)
+	p.stdout.await(w.t, func(line string) bool { return contains(line, "Running job: build") })
+	return p, r, run
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// checkCleanedUp checks the end of a cleanup after a job was interrupted:
+// the run cancelled and re-run once, the registration removed, run.sh's
+// process group gone, exit 0.
+func (w *world) checkCleanedUp(p *proc, r ghfake.Runner, run int64) {
+	w.t.Helper()
+	require.Equal(w.t, supervisor.ExitOK, p.exit(), "exit status")
+	got, ok := w.gh.Run(run)
+	require.True(w.t, ok)
+	assert.True(w.t, got.CancelRequested, "run cancelled")
+	assert.Equal(w.t, []string{"failed"}, got.Reruns, "re-run once, its failed jobs")
+	assert.EqualValues(w.t, 2, got.Attempt, "a new attempt")
+	_, still := w.gh.Runner(r.ID)
+	assert.False(w.t, still, "registration removed")
+	for _, pid := range p.runShPids() {
+		assert.True(w.t, groupGone(pid), "run.sh's process group %d is gone", pid)
+	}
+	runPath := "/runs/" + itoa(run)
+	cancel, rerun, del := w.answered("POST", runPath+"/cancel"), w.answered("POST", runPath+"/rerun-failed-jobs"), w.answered("DELETE", "/actions/runners/"+itoa(r.ID))
+	require.Len(w.t, cancel, 1)
+	require.Len(w.t, rerun, 1)
+	require.NotEmpty(w.t, del)
+	assert.True(w.t, cancel[0].At.Before(rerun[0].At), "cancel, then re-run")
+	assert.True(w.t, cancel[0].At.Before(del[len(del)-1].At), "cancel, then unregister")
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// startWithUnknownJob is startWithJob with the job's lookup at its start
+// failing: f is injected first.
+func (w *world) startWithUnknownJob(f ghfake.Fault) (*proc, ghfake.Runner, int64) {
+	w.t.Helper()
+	p := w.start()
+	r := w.onlineRunner("spot-1")
+	w.gh.Inject(f)
+	run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "build"}}})
+	w.runningOn(run, r.ID)
+	p.logLine("cannot look up the job")
+	return p, r, run
+}
+
+// stepRecord returns the first "step ..." log record whose step starts
+// with prefix.
+func stepRecord(p *proc, prefix string) map[string]any {
+	for _, msg := range []string{"step failed", "step done"} {
+		for _, rec := range p.records(msg) {
+			if s, _ := rec["step"].(string); strings.HasPrefix(s, prefix) {
+				return rec
+			}
+		}
+	}
+	return nil
+}
+
+// githubClient is a client of the fake GitHub, as a person would use.
+func githubClient(w *world) *github.Client {
+	c := github.NewClient(nil).WithAuthToken(testToken)
+	u, err := c.BaseURL.Parse(w.gh.APIURL())
+	require.NoError(w.t, err)
+	c.BaseURL = u
+	return c
+}
+
+// requireAccepted accepts go-github's AcceptedError for a 202.
+func requireAccepted(t *testing.T, err error) {
+	t.Helper()
+	var accepted *github.AcceptedError
+	if err != nil && !errors.As(err, &accepted) {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, b, 0o755))
+}
+
+// lingeringRunSh wraps run.sh so that it starts a background process, as
+// a job's "daemon &" does: a non-interactive bash's background process
+// ignores SIGINT. Its pid is printed as "LINGER PID".
+func lingeringRunSh(t *testing.T, w *world) {
+	t.Helper()
+	real := filepath.Join(w.dir, "run-real.sh")
+	require.NoError(t, os.Rename(filepath.Join(w.dir, "run.sh"), real))
+	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "run.sh"), []byte(
+		"#!/bin/bash\nsleep 300 </dev/null >/dev/null 2>&1 &\necho \"LINGER $!\"\nexec \""+real+"\" \"$@\"\n"), 0o755))
+}
+
+var lingerLine = regexp.MustCompile(`LINGER (\d+)`)
+
+func lingerPids(p *proc) []int {
+	var pids []int
+	for _, m := range lingerLine.FindAllStringSubmatch(p.stdout.String(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		pids = append(pids, n)
+	}
+	return pids
+}
+
+// lateJobWorld starts ghrunner, sends SIGTERM while the first API call of
+// the cleanup hangs, and meanwhile lets run.sh take a 1 ms job that ends by
+// itself (failed or not) before run.sh is stopped.
+func lateJobWorld(t *testing.T, fail bool) (*world, *proc, int64) {
+	w := newWorld(t, 0)
+	p := w.start("-api-timeout", "3s")
+	r := w.onlineRunner("spot-1")
+	p.stdout.await(t, func(line string) bool { return contains(line, "Listening for Jobs") })
+	w.gh.Inject(ghfake.Fault{Method: "GET", Path: "/actions/runners/", Times: 1, Hang: true})
+	p.signal(syscall.SIGTERM)
+	w.await("find's first call", func() bool { return len(w.calls("GET", "/actions/runners/"+itoa(r.ID))) > 0 })
+	run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "quick", Duration: time.Millisecond, Fail: fail}}})
+	w.await("the job done by itself", func() bool { got, _ := w.gh.Run(run); return got.Status == "completed" })
+	p.stdout.await(t, func(line string) bool { return contains(line, "Job quick completed with result") })
+	return w, p, run
+}
+
+// knownJobEndsBeforeTheCancel starts a job that ends by itself (failed or
+// not) 1.5 s after it started, lets it be looked up, and sends SIGTERM
+// while the cancel of its run hangs until the job has ended.
+func knownJobEndsBeforeTheCancel(t *testing.T, fail bool) (*world, *proc, int64) {
+	w := newWorld(t, 0)
+	p := w.start("-api-timeout", "4s")
+	r := w.onlineRunner("spot-1")
+	run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "quick", Duration: 1500 * time.Millisecond, Fail: fail}}})
+	w.runningOn(run, r.ID)
+	p.logLine("the runner runs")
+	w.gh.Inject(ghfake.Fault{Method: "POST", Path: "/cancel", Times: 1, Hang: true})
+	p.signal(syscall.SIGTERM)
+	w.await("the cancel sent", func() bool { return len(w.calls("POST", "/cancel")) > 0 })
+	p.stdout.await(t, func(line string) bool { return contains(line, "Job quick completed with result") })
+	w.await("the job done by itself", func() bool { got, _ := w.gh.Run(run); return got.Status == "completed" })
+	return w, p, run
+}
+
+// slowRunningLineRunSh wraps run.sh so that its "Running job: NAME" line
+// reaches ghrunner secs seconds after the listener printed it (a busy
+// machine, a full pipe): the listener runs the job meanwhile. The reader
+// ignores SIGINT, as a pipe's reader would not be part of the stop.
+func slowRunningLineRunSh(t *testing.T, w *world, name string, secs int) {
+	t.Helper()
+	real := filepath.Join(w.dir, "run-real.sh")
+	require.NoError(t, os.Rename(filepath.Join(w.dir, "run.sh"), real))
+	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "run.sh"), []byte(
+		"#!/bin/bash\n\""+real+"\" \"$@\" 2>&1 | { trap '' INT; while IFS= read -r l; do "+
+			"case \"$l\" in *\"Running job: "+name+"\"*) sleep "+strconv.Itoa(secs)+";; esac; printf '%s\\n' \"$l\"; done; }\n"), 0o755))
 }

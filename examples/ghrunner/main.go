@@ -30,16 +30,15 @@ import (
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/signal"
 	"github.com/termsig/termsig/sources"
+
+	"github.com/termsig/termsig/examples/ghrunner/internal/ghapi"
+	"github.com/termsig/termsig/examples/ghrunner/internal/runner"
+	"github.com/termsig/termsig/examples/ghrunner/internal/supervisor"
 )
 
-// Exit statuses. When run.sh ends by itself, ghrunner exits with its
-// status instead.
-const (
-	exitOK       = 0
-	exitFailed   = 1 // could not set up the runner
-	exitUsage    = 2
-	exitDeadline = 3 // the deadline came before the cleanup was done
-)
+// exitUsage is the exit status for bad flags; supervisor.Run's are 0
+// (done), 1 (failed) and 3 (the deadline came first).
+const exitUsage = 2
 
 // allowRootEnv lets the runner run as root, as actions/runner's own
 // scripts have it.
@@ -54,7 +53,7 @@ type options struct {
 	apiURL      *url.URL
 	configURL   string // the --url config.sh gets: the repository's or organisation's page
 	token       *tokenSource
-	runAs       *runAs // -user: config.sh and run.sh run as this user
+	runAs       *runner.User // -user: config.sh and run.sh run as this user
 	runnerDir   string
 	name        string
 	labels      string
@@ -91,8 +90,24 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	n := termsig.Config{Logger: log}.New(srcs...)
 	defer n.Stop()
-	g := &ghrunner{o: o, log: log, api: newAPI(o, log), out: stdout, notices: n.C(), release: n.Release}
-	return g.run()
+	return supervisor.Run(supervisor.Config{
+		Dir: &runner.Dir{Path: o.runnerDir, User: o.runAs, Output: stdout},
+		Runner: runner.Options{
+			URL: o.configURL, Name: o.name, Labels: o.labels, Ephemeral: o.ephemeral,
+		},
+		API: ghapi.New(ghapi.Config{
+			BaseURL: o.apiURL, Token: o.token.get,
+			Owner: o.owner, Repo: o.repo, Org: o.org, RunnerName: o.name,
+			CallTimeout: o.callTimeout, Logger: log,
+		}),
+		Logger:       log,
+		Margin:       o.margin,
+		StopTimeout:  o.stopTimeout,
+		Poll:         o.poll,
+		SetupTimeout: o.setupTime,
+		RerunAll:     o.rerunAll,
+		MaxAttempts:  o.maxAttempts,
+	}, n)
 }
 
 const usageLine = "usage: GITHUB_TOKEN=... ghrunner (-repo owner/name | -org name) -runner-dir DIR [-name N] [-labels a,b] [-ephemeral] [flags]"
@@ -133,8 +148,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	var err error
-	if o.runAs, err = lookupUser(user); err != nil {
-		return nil, err
+	if o.runAs, err = runner.LookupUser(user); err != nil {
+		return nil, fmt.Errorf("-user: %w", err)
 	}
 	if o.runAs == nil && os.Geteuid() == 0 && os.Getenv(allowRootEnv) == "" {
 		return nil, fmt.Errorf("ghrunner runs as root: give -user, the user the runner and its jobs run as (run.sh refuses root unless $%s is set)", allowRootEnv)
@@ -228,29 +243,25 @@ func webURL(api *url.URL, path string) (string, error) {
 	return strings.TrimSuffix(w.String(), "/") + "/" + path, nil
 }
 
-// pickSources returns the notice sources. The signal source is always
-// among them, named or not: SIGTERM from systemd must clean up as a
-// platform notice does, and SIGHUP restart run.sh, never kill ghrunner.
+// pickSources returns the notice sources: the platform's, detected here
+// or named by -sources, and the signal source, named or not: SIGTERM from
+// systemd must clean up as a platform notice does, and SIGHUP restart
+// run.sh, never kill ghrunner.
 func pickSources(o *options, log *slog.Logger) ([]termsig.Source, error) {
-	cfg := sources.Config{Logger: log, IMDS: imds.Config{Interval: o.imdsEvery}}
+	cfg := sources.Config{Logger: log, IMDS: imds.Config{Interval: o.imdsEvery}, PlatformOnly: true}
 	var srcs []termsig.Source
 	if o.sources == "auto" {
 		srcs = sources.Detect(cfg)
 	} else {
 		var names []string
 		for _, s := range strings.Split(o.sources, ",") {
-			if s = strings.TrimSpace(s); s != "" {
+			if s = strings.TrimSpace(s); s != "" && s != signal.Name {
 				names = append(names, s)
 			}
 		}
 		var err error
 		if srcs, err = sources.ByName(cfg, names...); err != nil {
 			return nil, err
-		}
-	}
-	for _, s := range srcs {
-		if s.Name() == signal.Name {
-			return srcs, nil
 		}
 	}
 	return append(srcs, signal.New()), nil

@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// tokenEnv is the environment variable that holds the API token. It is
-// never passed on to config.sh or run.sh: the jobs would see it.
+// tokenEnv is the environment variable that holds the API token.
+// internal/runner never passes it on to config.sh or run.sh: the jobs
+// would see it.
 const tokenEnv = "GITHUB_TOKEN"
 
 // maxToken bounds what is read of a token file.

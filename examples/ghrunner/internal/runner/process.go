@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package runner
 
 import (
 	"bufio"
@@ -18,10 +18,10 @@ import (
 	"time"
 )
 
-// A child is a running run.sh, in a process group of its own, whose
-// standard output ghrunner copies to its own, reading from it whether the
-// runner is running a job.
-type child struct {
+// A Process is a running run.sh, in a process group of its own, whose
+// output is copied to the Dir's Output, and read for what the runner's
+// listener says of its jobs. Its methods are safe for concurrent use.
+type Process struct {
 	pid    int
 	done   chan struct{} // closed once run.sh has exited and its output is read
 	reaped atomic.Bool   // run.sh has exited and its group was killed
@@ -46,50 +46,53 @@ const maxLine = 64 << 10
 // process that left the group may hold the pipe open.
 const outputGrace = time.Second
 
-// startRunSh starts dir/run.sh with its output copied to out.
-func startRunSh(dir string, as *runAs, out io.Writer) (*child, error) {
+// Start starts the directory's run.sh.
+func (d *Dir) Start() (*Process, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(dir, "run.sh"))
-	cmd.Dir = dir
-	cmd.Env = childEnv(as)
+	cmd := exec.Command(filepath.Join(d.Path, "run.sh"))
+	cmd.Dir = d.Path
+	cmd.Env = childEnv(d.User)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = as.sysProcAttr()
+	cmd.SysProcAttr = d.User.sysProcAttr()
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("start run.sh: %w", err)
 	}
-	c := &child{pid: cmd.Process.Pid, done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	p := &Process{pid: cmd.Process.Pid, done: make(chan struct{}), changed: make(chan struct{}, 1)}
 	read := make(chan struct{})
+	out := d.output()
 	go func() {
 		defer close(read)
-		c.copyOutput(r, out)
+		p.copyOutput(r, out)
 	}()
 	go func() {
 		err := cmd.Wait()
-		c.status = exitStatus(cmd.ProcessState, err)
+		p.status = exitStatus(cmd.ProcessState, err)
 		// What run.sh left in its group (a job's background process that
 		// ignores SIGINT, as bash makes them) goes with it: nothing of a
 		// runner outlives its run.sh, across a restart or at the end.
-		c.kill()
-		c.reaped.Store(true) // no SIGKILL to its group id after this one
+		p.Kill()
+		p.reaped.Store(true) // no SIGKILL to its group id after this one
 		_ = r.SetReadDeadline(time.Now().Add(outputGrace))
 		<-read
 		r.Close()
-		close(c.done)
+		close(p.done)
 	}()
-	return c, nil
+	return p, nil
 }
 
+// exitStatus is the status of an exited process: its exit code, 128+N
+// when signal N killed it, 1 when it could not be waited for.
 func exitStatus(ps *os.ProcessState, err error) int {
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		return exitFailed
+		return 1
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
@@ -97,16 +100,34 @@ func exitStatus(ps *os.ProcessState, err error) int {
 	return ps.ExitCode()
 }
 
+// Pid is run.sh's process id, which is its process group's id too.
+func (p *Process) Pid() int { return p.pid }
+
+// Done is closed once run.sh has exited, its group was killed, and its
+// output is read.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Status is run.sh's exit status (128+N for signal N), once Done is
+// closed.
+func (p *Process) Status() int {
+	<-p.done
+	return p.status
+}
+
+// Changed receives a value when the listener says it took a job or ended
+// one; one value stands for any number of changes.
+func (p *Process) Changed() <-chan struct{} { return p.changed }
+
 // copyOutput copies run.sh's output line by line to out, and follows what
 // the listener says of its jobs.
-func (c *child) copyOutput(r io.Reader, out io.Writer) {
+func (p *Process) copyOutput(r io.Reader, out io.Writer) {
 	br := bufio.NewReaderSize(r, maxLine)
 	long := false // inside a line longer than maxLine
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			if !long {
-				c.parse(line) // first: whoever reads the line sees its effect
+				p.parse(line) // first: whoever reads the line sees its effect
 			}
 			_, _ = out.Write(line)
 			long = errors.Is(err, bufio.ErrBufferFull)
@@ -128,78 +149,79 @@ var (
 )
 
 // parse follows the listener's lines about its jobs.
-func (c *child) parse(line []byte) {
+func (p *Process) parse(line []byte) {
 	line = bytes.TrimRight(line, "\r\n")
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if m := completedLine.FindSubmatch(line); m != nil {
-		if c.busy {
-			if c.results == nil {
-				c.results = map[int]string{}
+		if p.busy {
+			if p.results == nil {
+				p.results = map[int]string{}
 			}
-			c.results[c.started] = string(m[2])
+			p.results[p.started] = string(m[2])
 		}
-		c.busy, c.job = false, ""
-		c.ended++
+		p.busy, p.job = false, ""
+		p.ended++
 	} else if m := runningLine.FindSubmatch(line); m != nil {
-		c.busy, c.job = true, string(m[1])
-		c.started++
+		p.busy, p.job = true, string(m[1])
+		p.started++
 	} else {
 		return
 	}
 	select {
-	case c.changed <- struct{}{}:
+	case p.changed <- struct{}{}:
 	default:
 	}
 }
 
-// state returns whether the runner runs a job, which, and how many it
+// State returns whether the runner runs a job, which, and how many it
 // has completed.
-func (c *child) state() (busy bool, job string, ended int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.busy, c.job, c.ended
+func (p *Process) State() (busy bool, job string, ended int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy, p.job, p.ended
 }
 
-// result returns what the listener said of the n-th job's end ("" while
-// it has not said).
-func (c *child) result(n int) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.results[n]
+// Result returns what the listener said of the n-th job's end (counting
+// from 1): "Succeeded", "Canceled" and so on; "" while it has not said.
+func (p *Process) Result(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.results[n]
 }
 
-// jobsStarted returns how many jobs the runner said it took.
-func (c *child) jobsStarted() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.started
+// JobsStarted returns how many jobs the runner said it took.
+func (p *Process) JobsStarted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
 }
 
-func (c *child) exited() bool {
+func (p *Process) exited() bool {
 	select {
-	case <-c.done:
+	case <-p.done:
 		return true
 	default:
 		return false
 	}
 }
 
-// interrupt sends SIGINT to run.sh's process group, as Ctrl-C in its
+// Interrupt sends SIGINT to run.sh's process group, as Ctrl-C in its
 // terminal would: run.sh does not pass signals on, the listener takes
-// them itself.
-func (c *child) interrupt() error {
-	if c.exited() {
+// them itself, and hands its job back. Once run.sh has exited it does
+// nothing.
+func (p *Process) Interrupt() error {
+	if p.exited() {
 		return nil
 	}
-	return syscall.Kill(-c.pid, syscall.SIGINT)
+	return syscall.Kill(-p.pid, syscall.SIGINT)
 }
 
-// kill sends SIGKILL to run.sh's process group. Once run.sh has been
-// reaped it does so once more only, at once (the group id is not reused
-// while the group has members), never later: the id may have been reused.
-func (c *child) kill() {
-	if !c.reaped.Load() {
-		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+// Kill sends SIGKILL to run.sh's process group. Once run.sh has been
+// reaped it does nothing: its group was killed then, and the group id may
+// have been reused since.
+func (p *Process) Kill() {
+	if !p.reaped.Load() {
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	}
 }

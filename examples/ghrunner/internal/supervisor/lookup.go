@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package supervisor
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/termsig/termsig/internal/backoff"
+	"github.com/termsig/termsig/examples/ghrunner/internal/backoff"
+	"github.com/termsig/termsig/examples/ghrunner/internal/ghapi"
+	"github.com/termsig/termsig/examples/ghrunner/internal/runner"
 )
 
 // knownJob is the job run.sh took, looked up when run.sh said it started
@@ -16,13 +18,13 @@ import (
 // organisation's runner, two calls per repository and run).
 type knownJob struct {
 	mu      sync.Mutex
-	child   *child // the run.sh that said it took the job
-	started int    // its jobsStarted() then
-	job     *jobRef
+	child   *runner.Process // the run.sh that said it took the job
+	started int             // its jobsStarted() then
+	job     *ghapi.Job
 }
 
 // get returns the job looked up for c's started-th job, if any.
-func (k *knownJob) get(c *child, started int) *jobRef {
+func (k *knownJob) get(c *runner.Process, started int) *ghapi.Job {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.child != c || k.started != started {
@@ -31,7 +33,7 @@ func (k *knownJob) get(c *child, started int) *jobRef {
 	return k.job
 }
 
-func (k *knownJob) set(c *child, started int, j *jobRef) {
+func (k *knownJob) set(c *runner.Process, started int, j *ghapi.Job) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.child, k.started, k.job = c, started, j
@@ -44,35 +46,35 @@ const lookupTries = 5
 // lookUpJob starts looking up the job run.sh has just said it took, in
 // the background; ctx ends the lookup. Nothing waits for it: a notice
 // that comes first finds the job itself.
-func (g *ghrunner) lookUpJob(ctx context.Context, wg *sync.WaitGroup) {
-	c := g.child
-	busy, _, _ := c.state()
-	started := c.jobsStarted()
-	if !busy || (g.lookedUp == c && g.lookedUpN == started) {
+func (s *supervisor) lookUpJob(ctx context.Context, wg *sync.WaitGroup) {
+	c := s.child
+	busy, _, _ := c.State()
+	started := c.JobsStarted()
+	if !busy || (s.lookedUp == c && s.lookedUpN == started) {
 		return
 	}
-	g.lookedUp, g.lookedUpN = c, started
+	s.lookedUp, s.lookedUpN = c, started
 	wg.Go(func() {
 		b := backoff.Backoff{Base: time.Second, Max: 4 * time.Second, Jitter: true}
 		var err error
 		for range lookupTries {
-			var j *jobRef
-			j, err = g.api.findJob(ctx, g.reg.ID, true)
+			var j *ghapi.Job
+			j, err = s.api.FindJob(ctx, s.reg.ID, true)
 			if ctx.Err() != nil {
 				return
 			}
 			if j != nil {
-				g.known.set(c, started, j)
-				g.log.Info("ghrunner: the runner runs", "job", j)
+				s.known.set(c, started, j)
+				s.log.Info("ghrunner: the runner runs", "job", j)
 				return
 			}
-			if !errors.Is(err, errNoJob) {
+			if !errors.Is(err, ghapi.ErrNoJob) {
 				break // only a job GitHub does not show yet is looked for again
 			}
 			if !backoff.Sleep(ctx, b.Next()) {
 				return
 			}
 		}
-		g.log.Warn("ghrunner: cannot look up the job run.sh took; a notice will", "err", err)
+		s.log.Warn("ghrunner: cannot look up the job run.sh took; a notice will", "err", err)
 	})
 }

@@ -1,6 +1,11 @@
-//go:build unix
-
-package main
+// Package ghapi is the part of GitHub's REST API that ghrunner uses, for
+// the repository or organisation of its runner: registration tokens,
+// runners, and the workflow runs and jobs a runner ran. Every call is
+// retried on 5xx, on network errors and on rate limits (waiting as long as
+// GitHub asks), for as long as its context allows, and its error names the
+// step. A call that would have to wait past its context's deadline gives up
+// at once.
+package ghapi
 
 import (
 	"context"
@@ -15,18 +20,37 @@ import (
 
 	"github.com/google/go-github/v75/github"
 
-	"github.com/termsig/termsig/internal/backoff"
+	"github.com/termsig/termsig/examples/ghrunner/internal/backoff"
 )
 
-// An api is the part of GitHub's REST API that ghrunner uses, for the
-// repository or organisation of its runner. Every call is retried on 5xx,
-// on network errors and on rate limits (waiting as long as GitHub asks),
-// for as long as its context allows, and its error names the step.
-type api struct {
+// Config is what a Client needs. BaseURL and Token are required.
+type Config struct {
+	// BaseURL is the REST API's base, with a trailing slash:
+	// https://api.github.com/ or https://HOST/api/v3/.
+	BaseURL *url.URL
+	// Token returns the API token; it is called for every request to
+	// BaseURL's scheme and host, and for no other. A request whose token
+	// is "" fails with Token's error.
+	Token func() (string, error)
+	// Owner and Repo name the repository the runner serves; or Org the
+	// organisation.
+	Owner, Repo, Org string
+	// RunnerName is the runner's name: every runner ghrunner deals with
+	// has it.
+	RunnerName string
+	// CallTimeout bounds one try of one request; zero means 10 s.
+	CallTimeout time.Duration
+	// Logger logs the retries; nil means none.
+	Logger *slog.Logger
+}
+
+// A Client calls GitHub's API for one runner's repository or
+// organisation. It is safe for concurrent use.
+type Client struct {
 	gh          *github.Client
-	owner, repo string // a repository's runner; or
-	org         string // an organisation's
-	runnerName  string // -name: every runner ghrunner deals with has it
+	owner, repo string
+	org         string
+	runnerName  string
 	callTimeout time.Duration
 	log         *slog.Logger
 	// retry is the backoff for 5xx and network errors.
@@ -37,19 +61,26 @@ type api struct {
 // largest answer ghrunner asks for, well under 1 MiB at 100 per page.
 const maxBody = 8 << 20
 
-func newAPI(o *options, log *slog.Logger) *api {
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = o.callTimeout
+	tr.ResponseHeaderTimeout = cfg.CallTimeout
 	hc := &http.Client{
-		Transport:     &authTransport{base: limitedBodies{tr}, api: o.apiURL, token: o.token},
+		Transport:     &authTransport{base: limitedBodies{tr}, api: cfg.BaseURL, token: cfg.Token},
 		CheckRedirect: sameOrigin,
 	}
 	gh := github.NewClient(hc)
-	gh.BaseURL = o.apiURL
+	gh.BaseURL = cfg.BaseURL
 	gh.UserAgent = "termsig-ghrunner"
-	return &api{
-		gh: gh, owner: o.owner, repo: o.repo, org: o.org, runnerName: o.name,
-		callTimeout: o.callTimeout, log: log,
+	return &Client{
+		gh: gh, owner: cfg.Owner, repo: cfg.Repo, org: cfg.Org, runnerName: cfg.RunnerName,
+		callTimeout: cfg.CallTimeout, log: cfg.Logger,
 		retry: backoff.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second, Jitter: true},
 	}
 }
@@ -59,15 +90,18 @@ func newAPI(o *options, log *slog.Logger) *api {
 type authTransport struct {
 	base  http.RoundTripper
 	api   *url.URL
-	token *tokenSource
+	token func() (string, error)
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != t.api.Scheme || req.URL.Host != t.api.Host {
 		return t.base.RoundTrip(req)
 	}
-	tok, err := t.token.get()
+	tok, err := t.token()
 	if tok == "" {
+		if err == nil {
+			err = errors.New("no API token")
+		}
 		return nil, err
 	}
 	req = req.Clone(req.Context())
@@ -123,11 +157,11 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // call runs one API request, f, until it succeeds, fails for good, or
 // ctx ends; step names what it is for, in errors and logs. Each try gets
 // at most callTimeout. A rate limit is waited out when it ends before
-// ctx does; when it ends later, call gives up at once, saying so.
-func (a *api) call(ctx context.Context, step string, f func(context.Context) (*github.Response, error)) error {
-	b := a.retry
+// ctx's deadline; when it ends later, call gives up at once, saying so.
+func (c *Client) call(ctx context.Context, step string, f func(context.Context) (*github.Response, error)) error {
+	b := c.retry
 	for try := 1; ; try++ {
-		cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+		cctx, cancel := context.WithTimeout(ctx, c.callTimeout)
 		resp, err := f(cctx)
 		cancel()
 		var accepted *github.AcceptedError
@@ -144,9 +178,9 @@ func (a *api) call(ctx context.Context, step string, f func(context.Context) (*g
 		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
 			return fmt.Errorf("%s: %w (%s: the next try, in %v, would be after the deadline)", step, err, why, wait.Round(time.Millisecond))
 		}
-		a.log.Warn("ghrunner: API call failed; trying again", "step", step, "try", try, "why", why, "in", wait.Round(time.Millisecond), "err", err)
+		c.log.Warn("ghrunner: API call failed; trying again", "step", step, "try", try, "why", why, "in", wait.Round(time.Millisecond), "err", err)
 		if !backoff.Sleep(ctx, wait) {
-			return fmt.Errorf("%s: %w (given up waiting to try again: %w)", step, err, ctx.Err())
+			return fmt.Errorf("%s: %w (given up waiting to try again: %w)", step, err, context.Cause(ctx))
 		}
 	}
 }
@@ -206,22 +240,12 @@ func statusRetry(r *http.Response, b *backoff.Backoff) (time.Duration, string) {
 	return 0, ""
 }
 
-// notFound reports whether err is GitHub's 404.
-func notFound(err error) bool {
+// status returns the HTTP status of GitHub's error answer err, 0 if err
+// is not one.
+func status(err error) int {
 	var er *github.ErrorResponse
-	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound
-}
-
-// alreadyCompleted reports whether err is GitHub's 409 to a cancel of a
-// run that has completed.
-func alreadyCompleted(err error) bool {
-	var er *github.ErrorResponse
-	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict
-}
-
-// stillBusy reports whether err is GitHub's 422 to removing a runner that
-// runs a job.
-func stillBusy(err error) bool {
-	var er *github.ErrorResponse
-	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusUnprocessableEntity
+	if errors.As(err, &er) && er.Response != nil {
+		return er.Response.StatusCode
+	}
+	return 0
 }

@@ -1,0 +1,32 @@
+module github.com/termsig/termsig/examples/ghrunner
+
+go 1.26.0
+
+require (
+	github.com/google/go-github/v75 v75.0.0
+	github.com/stretchr/testify v1.12.1
+	github.com/termsig/termsig v0.0.0
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	cloud.google.com/go/compute/metadata v0.10.0 // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/godbus/dbus/v5 v5.2.4 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/go-querystring v1.1.0 // indirect
+	github.com/mdlayher/genetlink v1.4.0 // indirect
+	github.com/mdlayher/netlink v1.11.2 // indirect
+	github.com/mdlayher/socket v0.6.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.53.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
+)
+
+// ghrunner is built from the termsig next to it: it is an example of this
+// tree, kept in a module of its own so that go-github never enters the
+// dependency graph of programs that only import termsig.
+replace github.com/termsig/termsig => ../..
