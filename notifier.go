@@ -96,16 +96,17 @@ func New(sources ...Source) *Notifier { return Config{}.New(sources...) }
 // programmer's error. A Notifier with no sources is valid and sends
 // nothing.
 func (c Config) New(sources ...Source) *Notifier {
+	names := make([]string, len(sources))
 	seen := make(map[string]int, len(sources))
 	for i, s := range sources {
 		if isNil(s) {
 			panic("termsig: nil Source at index " + strconv.Itoa(i))
 		}
-		name := s.Name()
-		if j, dup := seen[name]; dup {
-			panic(fmt.Sprintf("termsig: sources at index %d and %d are both named %q", j, i, name))
+		names[i] = s.Name()
+		if j, dup := seen[names[i]]; dup {
+			panic(fmt.Sprintf("termsig: sources at index %d and %d are both named %q", j, i, names[i]))
 		}
-		seen[name] = i
+		seen[names[i]] = i
 	}
 	size := c.Buffer
 	if size < 1 {
@@ -126,13 +127,17 @@ func (c Config) New(sources ...Source) *Notifier {
 		unready: len(sources),
 	}
 	var local []*Run // the runs that New waits for
-	for _, s := range sources {
-		r := newRun(n, s)
-		if !r.local {
+	for i, s := range sources {
+		var tr Traits
+		if d, ok := s.(Describer); ok {
+			tr = d.Traits()
+		}
+		r := newRun(n, s, names[i], tr)
+		if !tr.Local {
 			n.platform++
 		}
 		n.runs = append(n.runs, r)
-		if d, ok := s.(Describer); ok && d.Traits().LocalFirstLook {
+		if tr.LocalFirstLook {
 			local = append(local, r)
 		}
 	}
@@ -227,8 +232,9 @@ func (n *Notifier) Stop() { _ = n.Shutdown(context.Background()) }
 // returned, C is closed and no goroutine of the Notifier runs. If ctx ends
 // first it returns an error that wraps ctx.Err() and names the sources
 // that are still running: they have been cancelled, but their Watch has
-// not returned. Their notices are no longer delivered, and C is closed once
-// the last of them returns.
+// not returned. Until it does, a notice it sends is put in C's buffer if
+// there is room, as during Stop, and C is closed once the last of them
+// returns.
 //
 // A ctx that is already done gives the sources no time at all: Shutdown
 // then returns nil only if they had all returned before.
@@ -345,7 +351,9 @@ type SourceStatus struct {
 	// a notice, or called [Run.Heard] or Report(nil). The zero time means
 	// never (a source that is failing, or that does not say).
 	LastHeard time.Time
-	// Notices counts the notices of this source that were put on C.
+	// Notices counts the notices of this source that were put on C, or
+	// are being put on it: a Send that waits for room counts already, and
+	// is taken back if it gives up.
 	Notices int
 }
 

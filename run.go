@@ -22,6 +22,7 @@ type Run struct {
 
 	ready     chan struct{} // closed by Ready, or when Watch returns
 	readyOnce sync.Once
+	done      chan struct{} // closed when Watch has returned
 
 	logMu   sync.Mutex // held while a health report is logged
 	mu      sync.Mutex
@@ -32,12 +33,10 @@ type Run struct {
 	ended   bool // Watch has returned
 }
 
-func newRun(n *Notifier, s Source) *Run {
-	r := &Run{n: n, src: s, name: s.Name(), state: StateRunning, ready: make(chan struct{})}
-	if d, ok := s.(Describer); ok {
-		r.local = d.Traits().Local
-	}
-	return r
+// newRun returns the run of s, named name, with traits tr.
+func newRun(n *Notifier, s Source, name string, tr Traits) *Run {
+	return &Run{n: n, src: s, name: name, local: tr.Local, state: StateRunning,
+		ready: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Send puts n on [Notifier.C] and returns nil, or returns the error of ctx
@@ -48,7 +47,8 @@ func newRun(n *Notifier, s Source) *Run {
 //
 // Send stamps n: its Source is the source's name, and a zero Observed
 // becomes the current time. Once Watch has returned, Send drops n, logs
-// the broken contract at level Error and returns an error.
+// the broken contract at level Error and returns an error; so does a Send
+// still waiting for room when Watch returns.
 func (r *Run) Send(ctx context.Context, n Notice) error {
 	n.Source = r.name
 	if n.Observed.IsZero() {
@@ -84,6 +84,12 @@ func (r *Run) Send(ctx context.Context, n Notice) error {
 		return err
 	case <-nt.ctx.Done():
 		return r.lastChance(n)
+	case <-r.done:
+		// Watch returned while this Send waited: a goroutine of the
+		// source outlived it.
+		r.count(-1)
+		nt.log.Error(msgLateSend, "source", r.name, "notice", n)
+		return errLateSend
 	}
 }
 
@@ -247,10 +253,14 @@ func (r *Run) finish(ctx context.Context, err error) {
 	// State first, log second: whoever reads the log line then finds
 	// Status saying the same, and the count of platform sources that
 	// watch already without this one (which one is the last to end is
-	// decided here, in the order of the lines below).
+	// decided here, in the order of the lines below). Under logMu, so
+	// that no line of a Report comes after these.
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	r.mu.Lock()
 	r.state, r.err, r.ended = st, err, true
 	r.mu.Unlock()
+	close(r.done)
 	r.n.mu.Lock()
 	if !r.local {
 		r.n.platform--

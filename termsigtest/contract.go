@@ -2,6 +2,7 @@ package termsigtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -41,7 +42,9 @@ var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 //   - does not call Run.Ready within 10 s of Watch starting;
 //   - returns before its context is done, whatever it returns (an error
 //     wrapping ErrUnavailable included: the check needs a source that
-//     works where the test runs);
+//     works where the test runs), or returns something other than nil or
+//     the context's error once it is done; panics, or calls
+//     runtime.Goexit (as t.FailNow does) instead of returning;
 //   - does not return within 2 s of its context ending, when it has just
 //     started or once it is watching;
 //   - sends a notice after its Watch returned;
@@ -60,7 +63,10 @@ var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 //
 // TestSource looks for goroutines left behind as go.uber.org/goleak does,
 // so it must not run in parallel with other tests, and what newSource
-// starts must be running before it returns.
+// starts must be running before it returns. An *http.Client that
+// newSource hands to the source, or that notify uses, keeps idle
+// connections whose goroutines count as left behind: give it a Transport
+// with DisableKeepAlives, or let the source make its own.
 func TestSource(t *testing.T, newSource func(t *testing.T) (src termsig.Source, notify func())) {
 	t.Helper()
 	t.Run("Name", func(t *testing.T) {
@@ -85,6 +91,9 @@ func TestSource(t *testing.T, newSource func(t *testing.T) (src termsig.Source, 
 		if notify != nil {
 			notify()
 			select {
+			case <-c.ended:
+				c.failEarly(t)
+				t.Fatalf("%s: Watch returned after notify, without a notice", c.name)
 			case nt := <-c.n.C():
 				if nt.Source != src.Name() {
 					t.Errorf("notice from %q, want %q", nt.Source, src.Name())
@@ -126,6 +135,9 @@ type checked struct {
 	begun, ended chan struct{}
 	early        error     // what Watch returned before ctx was done, or errNil
 	returned     time.Time // when Watch returned after ctx was done
+	late         error     // what it returned then
+	abandoned    bool      // Watch panicked or called runtime.Goexit
+	panicked     any       // what it panicked with
 	prior        []goleak.Option
 }
 
@@ -142,7 +154,15 @@ func start(t *testing.T, src termsig.Source) *checked {
 		prior: []goleak.Option{goleak.IgnoreCurrent()},
 	}
 	c.n = termsig.Config{Logger: slog.New(c.logs)}.New(watcher{c})
-	t.Cleanup(c.n.Stop)
+	t.Cleanup(func() {
+		// Bounded: a source that never returns fails the test, and is
+		// left running, rather than hanging it.
+		ctx, cancel := context.WithTimeout(context.Background(), stopWithin)
+		defer cancel()
+		if err := c.n.Shutdown(ctx); err != nil {
+			t.Errorf("%s: Watch still running %v after its context ended; left running", c.name, stopWithin)
+		}
+	})
 	return c
 }
 
@@ -161,14 +181,26 @@ func (w watcher) Traits() termsig.Traits {
 func (w watcher) Watch(ctx context.Context, r *termsig.Run) error {
 	c := w.c
 	close(c.begun)
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		c.abandoned, c.panicked = true, recover()
+		close(c.ended)
+		if c.panicked != nil {
+			panic(c.panicked) // for the Notifier to record
+		}
+	}()
 	err := c.src.Watch(ctx, r)
+	returned = true
 	if ctx.Err() == nil {
 		c.early = err
 		if err == nil {
 			c.early = errNil
 		}
 	} else {
-		c.returned = time.Now()
+		c.returned, c.late = time.Now(), err
 	}
 	close(c.ended)
 	return err
@@ -191,6 +223,10 @@ func (c *checked) waitReady(t *testing.T) {
 func (c *checked) failEarly(t *testing.T) {
 	t.Helper()
 	switch {
+	case c.abandoned && c.panicked != nil:
+		t.Fatalf("%s: Watch panicked: %v", c.name, c.panicked)
+	case c.abandoned:
+		t.Fatalf("%s: Watch called runtime.Goexit (t.FailNow?) instead of returning", c.name)
 	case c.early == errNil:
 		t.Fatalf("%s: Watch returned nil before its context was done", c.name)
 	case c.early != nil:
@@ -215,6 +251,9 @@ func (c *checked) stop(t *testing.T) {
 	}
 	<-c.ended
 	c.failEarly(t)
+	if c.late != nil && !errors.Is(c.late, context.Canceled) {
+		t.Errorf("%s: Watch returned %v once its context was done, want nil or the context's error", c.name, c.late)
+	}
 	if took := c.returned.Sub(stopped); took > stopWithin {
 		t.Errorf("%s: Watch returned %v after its context ended, want at most %v", c.name, took, stopWithin)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ var broken = map[string]struct {
 	"leaks a goroutine": {func() termsig.Source { return &brokenSource{leak: true} }, "goroutines left behind after Watch returned"},
 	"never ready":       {func() termsig.Source { return &brokenSource{neverReady: true} }, "Run.Ready not called within 10s"},
 	"sends nothing":     {func() termsig.Source { return &brokenSource{mute: true} }, "no notice within 10s of notify"},
+	"panics at stop":    {func() termsig.Source { return &brokenSource{end: func() { panic("boom") }} }, "Watch panicked: boom"},
+	"goexits at stop":   {func() termsig.Source { return &brokenSource{end: runtime.Goexit} }, "Watch called runtime.Goexit"},
+	"never returns":     {func() termsig.Source { return &brokenSource{end: func() { select {} }} }, "Watch did not return within 2s of its context ending"},
+	"unavailable at stop": {func() termsig.Source { return &brokenSource{unavailableAtStop: true} },
+		"Watch returned termsig: source unavailable on this host once its context was done, want nil or the context's error"},
+	"returns at notify": {func() termsig.Source { return &brokenSource{returnAtNotify: true} }, "Watch returned nil before its context was done"},
 }
 
 // TestSourceFailsBrokenSources runs TestSource on each broken source in a
@@ -75,6 +82,10 @@ type brokenSource struct {
 	leak        bool
 	neverReady  bool
 	mute        bool
+	// end, if not nil, is called once ctx is done, instead of returning.
+	end               func()
+	unavailableAtStop bool
+	returnAtNotify    bool
 
 	calls  atomic.Int32
 	notice chan struct{}
@@ -104,6 +115,9 @@ func (s *brokenSource) Watch(ctx context.Context, r *termsig.Run) error {
 	}
 	select {
 	case <-s.notice:
+		if s.returnAtNotify {
+			return nil
+		}
 		if !s.mute {
 			if err := r.Send(ctx, termsig.Notice{Kind: termsig.Terminate}); err != nil {
 				return err
@@ -120,6 +134,12 @@ func (s *brokenSource) Watch(ctx context.Context, r *termsig.Run) error {
 	}
 	if s.linger > 0 {
 		time.Sleep(s.linger) // ignores ctx for a while
+	}
+	if s.end != nil {
+		s.end()
+	}
+	if s.unavailableAtStop {
+		return termsig.ErrUnavailable
 	}
 	return ctx.Err()
 }
