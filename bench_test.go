@@ -8,8 +8,8 @@ import (
 )
 
 // BenchmarkFakeSendToReceive measures one notice from Fake.Send to its
-// receipt on Notifier.C: the fake's queue, the source's send, the
-// Notifier's stamping and forwarding, and the receive.
+// receipt on Notifier.C: the fake's queue, Run.Send's stamping and its
+// hand-over to C, and the receive.
 func BenchmarkFakeSendToReceive(b *testing.B) {
 	f := termsigtest.NewFake("fake")
 	n := termsig.New(f)
