@@ -36,9 +36,9 @@ var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 // newSource returns under a Notifier, each in a subtest, and fails t when
 // a source
 //
-//   - has a name that is not short, stable and lower-case: 1 to 32 lower-
-//     case letters, digits and '-', starting with a letter, the same at
-//     every call;
+//   - has a name that is not short, stable and lower-case: 1 to 32
+//     lower-case letters, digits and '-', starting with a letter, the same
+//     at every call;
 //   - does not call Run.Ready within 10 s of Watch starting;
 //   - returns before its context is done, whatever it returns (an error
 //     wrapping ErrUnavailable included: the check needs a source that
