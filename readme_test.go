@@ -10,9 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The README's and the package doc's "write your own source" snippets are
-// the code of example_source_test.go, which compiles and passes
-// termsigtest.TestSource.
+// The README's "write your own source" snippets are the code of
+// example_source_test.go, which compiles and passes termsigtest.TestSource.
 func TestWriteYourOwnSourceSnippetsAreCompiled(t *testing.T) {
 	code := read(t, "example_source_test.go")
 	readme := read(t, "README.md")
@@ -22,19 +21,6 @@ func TestWriteYourOwnSourceSnippetsAreCompiled(t *testing.T) {
 	for _, b := range blocks {
 		assert.Contains(t, code, b[1], "README.md's snippet is not in example_source_test.go")
 	}
-
-	doc := read(t, "doc.go")
-	doc = doc[strings.Index(doc, "// # Writing a source"):]
-	var snippet strings.Builder
-	for _, line := range strings.Split(doc, "\n") {
-		switch {
-		case strings.HasPrefix(line, "//\t"):
-			snippet.WriteString(strings.TrimPrefix(line, "//\t") + "\n")
-		case line == "//" && snippet.Len() > 0:
-			snippet.WriteString("\n")
-		}
-	}
-	assert.Contains(t, code, strings.TrimSpace(snippet.String()), "doc.go's snippet is not in example_source_test.go")
 }
 
 func read(t *testing.T, name string) string {
