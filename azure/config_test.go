@@ -15,6 +15,7 @@ import (
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/azure/azuretest"
 	"github.com/termsig/termsig/internal/testlog"
+	"github.com/termsig/termsig/internal/watchtest"
 )
 
 // azureTag is Azure's chassis asset tag.
@@ -85,8 +86,8 @@ func TestConfigErrors(t *testing.T) {
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
 
 			logs := testlog.New()
-			n, errc := watch(t, termsig.Config{Logger: logs.Logger()}, src)
-			require.EqualError(t, returnedErr(t, errc), tc.want)
+			n, errc := watchtest.Watch(t, termsig.Config{Logger: logs.Logger()}, src)
+			require.EqualError(t, watchtest.Returned(t, errc), tc.want)
 			awaitReady(t, n)
 			rec := logs.WaitFor(t, "termsig: source failed", 1)
 			assert.Equal(t, tc.want, testlog.Attr(rec, "err"))
@@ -158,8 +159,8 @@ func TestUnavailableOffAzure(t *testing.T) {
 			assert.Contains(t, err.Error(), "azure: not an Azure VM")
 
 			logs := testlog.New()
-			n, errc := watch(t, termsig.Config{Logger: logs.Logger()}, src)
-			assert.ErrorIs(t, returnedErr(t, errc), termsig.ErrUnavailable)
+			n, errc := watchtest.Watch(t, termsig.Config{Logger: logs.Logger()}, src)
+			assert.ErrorIs(t, watchtest.Returned(t, errc), termsig.ErrUnavailable)
 			awaitReady(t, n)
 			logs.WaitFor(t, "termsig: source unavailable", 1)
 			assert.Equal(t, termsig.StateUnavailable, n.Status()[0].State)
@@ -213,8 +214,8 @@ func TestWatchedTwice(t *testing.T) {
 	h.polls(azuretest.PathScheduledEvents, 1) // the first Watch runs
 
 	logs := testlog.New()
-	second, errc := watch(t, termsig.Config{Logger: logs.Logger()}, h.src)
-	assert.EqualError(t, returnedErr(t, errc), "azure: Source watched by two Notifiers at once")
+	second, errc := watchtest.Watch(t, termsig.Config{Logger: logs.Logger()}, h.src)
+	assert.EqualError(t, watchtest.Returned(t, errc), "azure: Source watched by two Notifiers at once")
 	awaitReady(t, second)
 	logs.WaitFor(t, "termsig: source failed", 1)
 	st := second.Status()[0]
@@ -237,12 +238,12 @@ func TestWatchReturnsWhenCtxEnds(t *testing.T) {
 	defer srv.Close()
 	srv.SetEvents(pending)
 	logs := testlog.New()
-	n, errc := watch(t, termsig.Config{Logger: logs.Logger()}, azure.New(fast(srv)))
+	n, errc := watchtest.Watch(t, termsig.Config{Logger: logs.Logger()}, azure.New(fast(srv)))
 	nt := receive(t, n)
 	assert.Equal(t, "pending", nt.Event)
 	assert.Equal(t, "azure", nt.Source)
 	n.Stop()
-	assert.ErrorIs(t, returnedErr(t, errc), context.Canceled)
+	assert.ErrorIs(t, watchtest.Returned(t, errc), context.Canceled)
 	srv.SetEvents()
 	var after []termsig.Notice
 	for nt := range n.C() {

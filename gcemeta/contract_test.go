@@ -18,6 +18,7 @@ import (
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/internal/watchtest"
 	"github.com/termsig/termsig/termsigtest"
 )
 
@@ -161,8 +162,8 @@ func TestConfigErrors(t *testing.T) {
 			require.EqualError(t, err, tc.want)
 			assert.NotErrorIs(t, err, termsig.ErrUnavailable)
 			logs := newLogRecorder()
-			n, errc := watch(t, termsig.Config{Logger: logs.logger()}, src)
-			require.EqualError(t, returnedErr(t, errc), tc.want)
+			n, errc := watchtest.Watch(t, termsig.Config{Logger: logs.logger()}, src)
+			require.EqualError(t, watchtest.Returned(t, errc), tc.want)
 			logs.waitFor(t, "termsig: source failed", "err="+tc.want)
 			st := n.Status()[0]
 			assert.Equal(t, termsig.StateFailed, st.State)

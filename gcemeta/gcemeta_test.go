@@ -23,6 +23,7 @@ import (
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/internal/timing"
+	"github.com/termsig/termsig/internal/watchtest"
 	"github.com/termsig/termsig/termsigtest"
 )
 
@@ -43,8 +44,8 @@ func TestUnavailableOffGCEWithoutNetwork(t *testing.T) {
 	})
 	timing.Within(t, 100*time.Millisecond, 3, func() time.Duration {
 		start := time.Now()
-		_, errc := watch(t, termsig.Config{Logger: slog.New(slog.DiscardHandler)}, src)
-		err := returnedErr(t, errc)
+		_, errc := watchtest.Watch(t, termsig.Config{Logger: slog.New(slog.DiscardHandler)}, src)
+		err := watchtest.Returned(t, errc)
 		took := time.Since(start)
 		require.ErrorIs(t, err, termsig.ErrUnavailable)
 		assert.Contains(t, err.Error(), "not on GCE")
@@ -67,8 +68,8 @@ func TestZeroConfigOffGCE(t *testing.T) {
 		}
 	}
 	t.Setenv(gcemeta.HostEnv, "")
-	_, errc := watch(t, termsig.Config{Logger: slog.New(slog.DiscardHandler)}, gcemeta.New(gcemeta.Config{}))
-	assert.ErrorIs(t, returnedErr(t, errc), termsig.ErrUnavailable)
+	_, errc := watchtest.Watch(t, termsig.Config{Logger: slog.New(slog.DiscardHandler)}, gcemeta.New(gcemeta.Config{}))
+	assert.ErrorIs(t, watchtest.Returned(t, errc), termsig.ErrUnavailable)
 }
 
 func TestZeroConfigUsesGCEMetadataHost(t *testing.T) {
@@ -740,10 +741,10 @@ func TestStopWithin100msHalfOpen(t *testing.T) {
 
 func TestWatchReturnsCtxErr(t *testing.T) {
 	srv := newServer(t)
-	n, errc := watch(t, termsig.Config{}, gcemeta.New(fast(srv)))
+	n, errc := watchtest.Watch(t, termsig.Config{}, gcemeta.New(fast(srv)))
 	awaitPolling(t, srv, preempted)
 	n.Stop()
-	assert.ErrorIs(t, returnedErr(t, errc), context.Canceled)
+	assert.ErrorIs(t, watchtest.Returned(t, errc), context.Canceled)
 }
 
 func TestStopWhileNoticeIsUnread(t *testing.T) {
@@ -754,12 +755,12 @@ func TestStopWhileNoticeIsUnread(t *testing.T) {
 		defer srv.Close()
 		srv.Set(preempted, "TRUE")
 		srv.Set(maintenance, "MIGRATE_ON_HOST_MAINTENANCE")
-		n, errc := watch(t, termsig.Config{Buffer: 1, Logger: slog.New(slog.DiscardHandler)}, gcemeta.New(fast(srv)))
+		n, errc := watchtest.Watch(t, termsig.Config{Buffer: 1, Logger: slog.New(slog.DiscardHandler)}, gcemeta.New(fast(srv)))
 		awaitPolling(t, srv, upcoming)
 		await(t, srv, "reads", func() bool { return srv.Requests(preempted) >= 1 && srv.Requests(maintenance) >= 1 })
 		start := time.Now()
 		n.Stop()
-		assert.ErrorIs(t, returnedErr(t, errc), context.Canceled)
+		assert.ErrorIs(t, watchtest.Returned(t, errc), context.Canceled)
 		return time.Since(start)
 	})
 }

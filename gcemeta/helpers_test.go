@@ -235,38 +235,3 @@ func (rt *roundTripper) requests() []*http.Request {
 	defer rt.mu.Unlock()
 	return append([]*http.Request(nil), rt.reqs...)
 }
-
-// returned is a Source that passes on what its Watch returned.
-type returned struct {
-	termsig.Source
-	err chan error
-}
-
-func (s returned) Watch(ctx context.Context, r *termsig.Run) error {
-	err := s.Source.Watch(ctx, r)
-	s.err <- err
-	return err
-}
-
-// watch runs src under a Notifier of cfg, and returns it with a channel
-// that gets what src's Watch returned. The Notifier stops when the test
-// ends.
-func watch(t *testing.T, cfg termsig.Config, src termsig.Source) (*termsig.Notifier, <-chan error) {
-	t.Helper()
-	w := returned{Source: src, err: make(chan error, 1)}
-	n := cfg.New(w)
-	t.Cleanup(n.Stop)
-	return n, w.err
-}
-
-// returnedErr waits for what Watch returned.
-func returnedErr(t *testing.T, errc <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(wait):
-		t.Fatal("Watch did not return")
-	}
-	return nil
-}
