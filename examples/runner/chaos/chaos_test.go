@@ -46,25 +46,24 @@ func TestMain(m *testing.M) {
 	for bin, pkg := range map[string]string{runnerBin: "..", registryBin: "../../registry/cmd/registry"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.RemoveAll(dir)
 			os.Exit(1)
 		}
 	}
-	code := 0
-	defer func() {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}()
-	goleak.VerifyTestMain(exitCode{&code, m})
+	goleak.VerifyTestMain(removing{m, dir})
 }
 
-// exitCode lets TestMain clean up after goleak.VerifyTestMain, which calls
-// os.Exit itself.
-type exitCode struct {
-	code *int
-	m    *testing.M
+// removing runs the tests, then removes dir: goleak.VerifyTestMain ends
+// with os.Exit, so a deferred RemoveAll in TestMain would never run.
+type removing struct {
+	m   *testing.M
+	dir string
 }
 
-func (e exitCode) Run() int { *e.code = e.m.Run(); return *e.code }
+func (r removing) Run() int {
+	defer os.RemoveAll(r.dir)
+	return r.m.Run()
+}
 
 // The settings of every schedule: short enough that a schedule takes
 // seconds, long enough that a loaded CI machine keeps to them.
