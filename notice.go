@@ -282,6 +282,14 @@ func (n *Notice) UnmarshalJSON(b []byte) error {
 // that has already passed. Once it ends, its cause is an error that wraps
 // context.DeadlineExceeded and names n, so that [Cause] of it returns n.
 //
+// The Deadline is what the platform said, and nothing here bounds it: a
+// broken or hostile server can name year 9999, and the context then never
+// ends. To bound the drain whatever it says, cap the Deadline first:
+//
+//	if limit := nt.Observed.Add(15 * time.Minute); nt.Deadline.After(limit) {
+//		nt.Deadline = limit
+//	}
+//
 // Call cancel when the drain is over, as for context.WithDeadline.
 func (n Notice) DrainContext(parent context.Context, margin, fallback time.Duration) (context.Context, context.CancelFunc) {
 	var end time.Time

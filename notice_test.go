@@ -183,6 +183,25 @@ func TestDrainContext(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
 		assert.ErrorContains(t, context.Cause(ctx), "termsig: time to drain is up: gcemeta: terminate")
 	})
+	t.Run("far deadline, and the cap its doc gives", func(t *testing.T) {
+		far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+		nt := termsig.Notice{Source: "azure", Kind: termsig.Terminate, Deadline: far, Observed: time.Now().Add(-time.Minute)}
+		ctx, cancel := nt.DrainContext(parent, 5*time.Second, time.Minute)
+		defer cancel()
+		end, _ := ctx.Deadline()
+		assert.True(t, end.Equal(far.Add(-5*time.Second)), "not bounded by DrainContext: %v", end)
+
+		// Observed a minute ago: the capped drain is over already.
+		if limit := nt.Observed.Add(30 * time.Second); nt.Deadline.After(limit) {
+			nt.Deadline = limit
+		}
+		ctx, cancel = nt.DrainContext(parent, 0, time.Minute)
+		defer cancel()
+		require.Error(t, ctx.Err(), "capped: done 30 s after the notice")
+		got, ok := termsig.Cause(ctx)
+		require.True(t, ok)
+		assert.Equal(t, nt, got, "the cause names the notice with its capped deadline")
+	})
 	t.Run("cancel", func(t *testing.T) {
 		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), 0, time.Hour)
 		cancel()

@@ -170,7 +170,7 @@ func (h *hookRunner) run(nt termsig.Notice) error {
 	start := time.Now()
 	err = cmd.Run()
 	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the hook
+		_ = killGroup(cmd.Process.Pid) // leftovers of the hook
 	}
 	return h.report(nt, cmd, err, ctx.Err() != nil, timeout, time.Since(start), out.String())
 }
@@ -198,10 +198,9 @@ func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOu
 	return nil
 }
 
-// timeout is --hook-timeout; or, for an imminent notice, the time to its
-// deadline minus the margin (at least minHookTime), and --grace when it
-// has no deadline; or --grace for advice, whose deadline may be weeks
-// away.
+// timeout is --hook-timeout; or, for an imminent notice, the time left
+// to options.drainEnd (at least minHookTime), and --grace when it has no
+// deadline; or --grace for advice, whose deadline may be weeks away.
 func (h *hookRunner) timeout(nt termsig.Notice) time.Duration {
 	switch {
 	case h.o.hookTimeout > 0:
@@ -209,7 +208,8 @@ func (h *hookRunner) timeout(nt termsig.Notice) time.Duration {
 	case nt.Deadline.IsZero() || !nt.Kind.Imminent():
 		return h.o.grace
 	}
-	return max(time.Until(nt.Deadline)-h.o.margin, minHookTime)
+	end, _ := h.o.drainEnd(nt)
+	return max(time.Until(end), minHookTime)
 }
 
 // noticeEnv is nt as TERMSIG_* environment variables, at time now.
@@ -246,10 +246,15 @@ func childEnviron() []string {
 // children do not outlive its timeout.
 func killGroupOnCancel(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	// A background process of the hook could hold the output pipe open.
 	cmd.WaitDelay = time.Second
 }
+
+// killGroup sends SIGKILL to the process group pgid: a command or a hook
+// started with Setpgid, and whatever it started that is still in its
+// group. It fails with ESRCH when none of them is left.
+func killGroup(pgid int) error { return syscall.Kill(-pgid, syscall.SIGKILL) }
 
 // exitStatus is ps's exit code, or 128+N when the process died of signal
 // N, as a shell reports it.

@@ -59,3 +59,12 @@ func TestManyNoticesOfOneEventDoNotQueueUp(t *testing.T) {
 	assert.Less(t, took, 2*time.Second, "twenty queued hooks would take 4 s")
 	assert.False(t, h.failed())
 }
+
+func TestImminentHookIsKilledAtMaxDrainNotAtAFarDeadline(t *testing.T) {
+	srv, env := imdsEnv(t)
+	r := start(t, env, "--sources", "imds", "--imds-interval", "20ms", "--max-drain", "300ms", "--exec", "exec sleep 1000")
+	waitLog(t, r, "watch: watching", "")
+	srv.SetInterruption("terminate", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
+	assert.Equal(t, 1, r.wait(), "a hook killed at its timeout is a failure")
+	assert.Contains(t, r.stderr.String(), "hook killed at its timeout")
+}

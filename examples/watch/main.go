@@ -55,6 +55,7 @@ type options struct {
 	signal      syscall.Signal
 	margin      time.Duration
 	grace       time.Duration
+	maxDrain    time.Duration
 	kinds       map[termsig.Kind]bool // nil: every kind
 	sources     string
 	logFormat   string
@@ -103,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&sig, "signal", "SIGTERM", "supervise mode: the signal an imminent platform notice sends to the command")
 	fs.DurationVar(&o.margin, "margin", 5*time.Second, "time kept before a notice's deadline: SIGKILL and the end of hooks come this much earlier")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long the command (or a hook) gets when a notice has no deadline")
+	fs.DurationVar(&o.maxDrain, "max-drain", 15*time.Minute, "the longest the command (or a hook) gets after an imminent notice, whatever deadline it names")
 	fs.StringVar(&kinds, "kinds", "", "only these kinds of notice, comma-separated (terminate,stop,hibernate,reboot,interrupt,reload,rebalance,maintenance,cleared); empty: all")
 	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
@@ -133,8 +135,8 @@ func (o *options) check(kinds, sig string) error {
 		return errors.New("--exec and a command to supervise exclude each other")
 	case o.follow && len(o.cmd) > 0:
 		return errors.New("--follow has no meaning when supervising a command: watch ends with it")
-	case o.margin < 0 || o.grace <= 0 || o.hookTimeout < 0 || o.imdsEvery < 0:
-		return errors.New("--margin, --hook-timeout and --imds-interval must not be negative, --grace must be positive")
+	case o.margin < 0 || o.grace <= 0 || o.maxDrain <= 0 || o.hookTimeout < 0 || o.imdsEvery < 0:
+		return errors.New("--margin, --hook-timeout and --imds-interval must not be negative, --grace and --max-drain must be positive")
 	}
 	if o.signal = parseSignal(sig); o.signal == 0 {
 		return fmt.Errorf("--signal: unknown signal %q", sig)
@@ -173,6 +175,25 @@ func parseSignal(s string) syscall.Signal {
 // deaf to SIGTERM.
 func (o *options) wants(nt termsig.Notice) bool {
 	return o.kinds == nil || o.kinds[nt.Kind] || isOwnSignal(nt) && nt.Kind.Imminent()
+}
+
+// drainEnd is when the time to leave after imminent notice nt is up: its
+// deadline minus --margin, or --grace after it without a deadline. A
+// deadline further than --max-drain after the notice (year 9999: a server
+// can send anything) counts as --max-drain after it; capped says so.
+func (o *options) drainEnd(nt termsig.Notice) (end time.Time, capped bool) {
+	seen := nt.Observed
+	if seen.IsZero() {
+		seen = time.Now()
+	}
+	if nt.Deadline.IsZero() {
+		return seen.Add(o.grace), false
+	}
+	end, limit := nt.Deadline.Add(-o.margin), seen.Add(o.maxDrain)
+	if end.After(limit) {
+		return limit, true
+	}
+	return end, false
 }
 
 // isOwnSignal reports whether nt is a signal sent to watch itself.

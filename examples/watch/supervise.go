@@ -41,8 +41,9 @@ const extendEvery = 5 * time.Second
 // supervise runs o.cmd in a process group of its own and returns its exit
 // status (128+N if it died of signal N). Signals that watch receives are
 // forwarded; an imminent platform notice sends the command o.signal, and
-// SIGKILL to its whole group at the deadline minus o.margin, or o.grace
-// later when the notice has no deadline.
+// SIGKILL to its whole group at the deadline minus o.margin (at most
+// o.maxDrain after the notice), or o.grace later when the notice has no
+// deadline, and once the command has exited.
 func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	// Before the command starts, so that a signal in between is forwarded,
 	// not watch's death.
@@ -79,10 +80,11 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 			s.notice(nt)
 		case <-s.kill.C:
 			log.Warn("watch: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.proc.Pid)
-			_ = syscall.Kill(-s.proc.Pid, syscall.SIGKILL)
+			_ = killGroup(s.proc.Pid)
 		case <-s.extend.C:
 			s.extendTimeout()
 		case err := <-exited:
+			s.killLeftovers()
 			return s.exited(cmd, err)
 		}
 	}
@@ -163,14 +165,13 @@ func (s *supervisor) notice(nt termsig.Notice) {
 	s.extendTimeout()
 }
 
-// killTime is when the command is SIGKILLed after nt: the deadline minus
-// the margin, or --grace after nt without a deadline. When that time has
-// passed already, the command gets min(minDrain, --grace) anyway, but no
-// more than is left to a deadline still ahead.
+// killTime is when the command is SIGKILLed after nt (options.drainEnd).
+// When that time has passed already, the command gets min(minDrain,
+// --grace) anyway, but no more than is left to a deadline still ahead.
 func (s *supervisor) killTime(nt termsig.Notice) time.Time {
-	at := nt.Observed.Add(s.o.grace)
-	if !nt.Deadline.IsZero() {
-		at = nt.Deadline.Add(-s.o.margin)
+	at, capped := s.o.drainEnd(nt)
+	if capped {
+		s.log.Warn("watch: the deadline is further than --max-drain after the notice: SIGKILL comes --max-drain after it", "notice", nt, "max_drain", s.o.maxDrain)
 	}
 	now := time.Now()
 	if !at.Before(now) {
@@ -192,8 +193,21 @@ func (s *supervisor) extendTimeout() {
 	if left < 0 {
 		return
 	}
-	notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", (left+extendEvery).Microseconds()), s.log)
+	notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", left.Microseconds()+extendEvery.Microseconds()), s.log)
 	s.extend.Reset(extendEvery)
+}
+
+// killLeftovers SIGKILLs, once the command has exited after a notice,
+// what it left in its process group: the host is going away, and the
+// command's exit says its drain is over. Without a notice they are left
+// alone.
+func (s *supervisor) killLeftovers() {
+	if s.killAt.IsZero() {
+		return
+	}
+	if killGroup(s.proc.Pid) == nil {
+		s.log.Warn("watch: the command exited after a notice: SIGKILL to what it left in its process group", "pgid", s.proc.Pid)
+	}
 }
 
 func (s *supervisor) exited(cmd *exec.Cmd, err error) int {

@@ -82,3 +82,31 @@ func TestSystemdIsToldReadyThenStoppingAndTheTimeLeft(t *testing.T) {
 	assert.Equal(t, "SIGTERM", r.expect("signal"))
 	assert.Equal(t, 0, r.wait())
 }
+
+func TestNoticeKillsWhatTheCommandLeftInItsGroupWhenItExits(t *testing.T) {
+	srv, env := imdsEnv(t)
+	r := start(t, append(env, childOn, "WATCH_TEST_GRANDCHILD=1"),
+		append([]string{"--sources", "imds", "--imds-interval", "20ms"}, child()...)...)
+	grandchild, err := strconv.Atoi(r.expect("grandchild"))
+	require.NoError(t, err)
+	r.expect("ready")
+	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+	assert.Equal(t, "SIGTERM", r.expect("signal"))
+	assert.Equal(t, 0, r.wait(), "the command exited 0 on SIGTERM")
+	gone(t, grandchild, time.Second)
+	assert.Contains(t, r.stderr.String(), "SIGKILL to what it left in its process group")
+}
+
+func TestAFarDeadlineIsCappedAtMaxDrain(t *testing.T) {
+	srv, env := imdsEnv(t)
+	r := start(t, append(env, childOn, "WATCH_TEST_ON_TERM=ignore"),
+		append([]string{"--sources", "imds", "--imds-interval", "20ms", "--grace", "1h", "--max-drain", "500ms"}, child()...)...)
+	r.expect("ready")
+	srv.SetInterruption("terminate", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
+	got, err := strconv.ParseInt(r.expect("at SIGTERM"), 10, 64)
+	require.NoError(t, err)
+	assert.Equal(t, 137, r.wait(), "SIGKILLed at the cap")
+	took := time.Since(time.Unix(0, got))
+	assert.GreaterOrEqual(t, took, 400*time.Millisecond, "SIGKILL before the cap")
+	assert.Contains(t, r.stderr.String(), "the deadline is further than --max-drain")
+}

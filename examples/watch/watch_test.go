@@ -169,7 +169,8 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"--sources", "imds,nope"}, `unknown source "nope"`},
 		{[]string{"--signal", "SIGNOPE", "--", "true"}, `--signal: unknown signal "SIGNOPE"`},
 		{[]string{"--exec", "true", "--", "true"}, "exclude each other"},
-		{[]string{"--grace", "0"}, "--grace must be positive"},
+		{[]string{"--grace", "0"}, "--grace and --max-drain must be positive"},
+		{[]string{"--max-drain", "0"}, "--grace and --max-drain must be positive"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := start(t, nil, tc.args...)
