@@ -30,8 +30,9 @@ type evictor struct {
 	// margin is kept before the notice's deadline: grace periods end, and
 	// retries stop, this much earlier.
 	margin time.Duration
-	// backoff is the first wait before an eviction is tried again after
-	// a refusal; it doubles up to maxBackoff.
+	// backoff is the first wait before an eviction, or the list of the
+	// node's pods, is tried again after an error; it doubles up to
+	// maxBackoff (see retry).
 	backoff, maxBackoff time.Duration
 	now                 func() time.Time
 }
@@ -121,22 +122,21 @@ type drainReport struct {
 // ends with the drain (see controller.follow), deadline caps the grace
 // periods (zero: the pods' own). A pod whose eviction a
 // PodDisruptionBudget refuses (429) is tried again with backoff until
-// then, and then left (the machine is going away anyway). It returns
-// ctx's error if ctx was cancelled: the drain was stopped, not over.
+// then, and then left (the machine is going away anyway); so is the list
+// of the node's pods (see pods). It returns ctx's error if ctx was
+// cancelled: the drain was stopped, not over.
 func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logger) (drainReport, error) {
 	var rep drainReport
-	pods, err := e.kube.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", e.kube.node).String(),
-	})
+	pods, err := e.pods(ctx, log)
 	if err != nil {
-		return rep, fmt.Errorf("list the pods of node %s: %w", e.kube.node, err)
+		return rep, err
 	}
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
-	for i := range pods.Items {
-		pod := &pods.Items[i]
+	for i := range pods {
+		pod := &pods[i]
 		if why := e.skipOf(pod); why != "" {
 			log.Debug("kubedrain: leaving pod", "pod", podName(pod), "why", string(why))
 			rep.Skipped++
@@ -184,9 +184,11 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", gracePeriod(pod, deadline, e.now(), e.margin))
 		return evicted
 	}
-	wait := e.backoff
-	var lastErr error
-	for {
+	var (
+		out     outcome
+		lastErr error
+	)
+	if e.retry(ctx, func() bool {
 		grace := gracePeriod(pod, deadline, e.now(), e.margin)
 		err := e.kube.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
@@ -198,26 +200,94 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 		switch {
 		case err == nil:
 			log.Info("kubedrain: evicted", "pod", podName(pod), "grace", grace)
-			return evicted
+			out = evicted
+			return true
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Conflict: the UID precondition failed, the pod was replaced.
-			return gone
+			out = gone
+			return true
 		case ctx.Err() != nil:
-			return e.leave(pod, lastErr, log)
+			return false
 		}
 		if lastErr == nil || lastErr.Error() != err.Error() {
 			log.Info("kubedrain: eviction refused, trying again", "pod", podName(pod), "err", err)
 		}
 		lastErr = err
+		return false
+	}) {
+		return out
+	}
+	return e.leave(pod, lastErr, log)
+}
+
+// pods lists the pods of the node, trying again after an error that may
+// pass (see transient) until the list answers or ctx is done: the API
+// server is most likely loaded (500s from etcd timeouts, 429s outlasting
+// client-go's own retries) exactly when many machines go at once, and
+// one failed list must not leave every pod on the node.
+func (e *evictor) pods(ctx context.Context, log *slog.Logger) ([]corev1.Pod, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", e.kube.node).String()}
+	var (
+		pods         []corev1.Pod
+		err, lastErr error
+		tries        int
+	)
+	start := time.Now()
+	listed := e.retry(ctx, func() bool {
+		tries++
+		var list *corev1.PodList
+		list, err = e.kube.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		switch {
+		case err == nil:
+			if tries > 1 {
+				log.Info("kubedrain: listed the node's pods", "after-failures", tries-1)
+			}
+			pods = list.Items
+			return true
+		case ctx.Err() != nil:
+			return false
+		case !transient(err):
+			return true
+		}
+		// One line per failure that changes, not one per retry.
+		if lastErr == nil || lastErr.Error() != err.Error() {
+			log.Warn("kubedrain: listing the node's pods failed, trying again", "err", err)
+		}
+		lastErr = err
+		return false
+	})
+	switch {
+	case listed && err == nil:
+		return pods, nil
+	case listed:
+		return nil, fmt.Errorf("list the pods of node %s: %w", e.kube.node, err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return nil, ctx.Err()
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return nil, fmt.Errorf("could not list the pods of node %s before the drain's end (%d tries in %v), none was evicted: %w",
+		e.kube.node, tries, time.Since(start).Round(time.Millisecond), lastErr)
+}
+
+// retry calls try until it reports done or ctx is done, and reports
+// whether it was done. Between calls it waits backoff, doubling up to
+// maxBackoff, jittered: evictions and the pod list are spaced alike, and
+// so are node writes, which cannot wait here (see controller.flush).
+func (e *evictor) retry(ctx context.Context, try func() (done bool)) bool {
+	wait := e.backoff
+	for !try() {
 		t := time.NewTimer(jitter(wait))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return e.leave(pod, lastErr, log)
+			return false
 		case <-t.C:
 		}
 		wait = min(2*wait, e.maxBackoff)
 	}
+	return true
 }
 
 // leave logs that pod stays on the node, as the time to evict it is
