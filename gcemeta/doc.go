@@ -88,8 +88,10 @@
 //     outage is one change however many requests fail. Every answer, for
 //     any key, counts as hearing from the server ([termsig.Run.Heard]), so
 //     that [termsig.SourceStatus.LastHeard] says when it last answered.
-//     The last ETag is kept, so a change that happened meanwhile is seen
-//     by the first request that succeeds.
+//     After a failure the source reads the key plainly, then long-polls
+//     from that answer's ETag, so that a change made meanwhile is seen by
+//     the first request that succeeds, even from a server (such as an
+//     emulator) that ignores last_etag.
 //   - A value that cannot be understood (an empty body, an HTML page, a
 //     preempted value other than TRUE or FALSE, JSON that is not the
 //     upcoming-maintenance object) is an error, not a notice; the source
@@ -98,10 +100,11 @@
 //     says: one without the header "Metadata-Flavor: Google", which the
 //     server puts on every answer (a captive portal, a proxy, a request
 //     that went elsewhere); a redirect (3xx), which is never followed, so
-//     that no request goes to the host it names; an answer longer than 64
-//     KiB, cut off there. This holds for a [Config.HTTPClient] too: the
-//     source uses it through a copy that refuses redirects and cuts
-//     answers off.
+//     that no request goes to the host it names; an answer whose head or
+//     body is longer than 64 KiB, cut off there. This holds for a
+//     [Config.HTTPClient] too: the source uses it through a copy that
+//     refuses redirects and cuts answers off (heads only when its
+//     Transport is an *http.Transport or nil: see there).
 //   - The source's own client resolves names with Go's resolver, each
 //     lookup ending with its request, so that a DNS server that does not
 //     answer holds neither Stop nor a goroutine past Watch.

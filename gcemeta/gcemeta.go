@@ -103,7 +103,12 @@ type Config struct {
 	//
 	// Either client is used through a copy whose transport refuses
 	// redirects (a 3xx answer is an error, never followed) and cuts off
-	// an answer longer than 64 KiB; HTTPClient itself is not changed.
+	// an answer whose head or body is longer than 64 KiB; HTTPClient
+	// itself is not changed. Heads are cut off when HTTPClient.Transport
+	// is an *http.Transport or nil: the copy uses a clone of it, whose
+	// connections are closed when Watch returns. Another RoundTripper
+	// bounds heads only if it does so itself (net/http's default is 10
+	// MiB, which can cost a hundred times that in memory).
 	HTTPClient *http.Client
 
 	// WaitTimeout is the longest a long poll waits for a change, sent as
@@ -214,7 +219,7 @@ func (s *Source) Available() error {
 // in time, an error that wraps the network error (such as a
 // [*net.OpError]), a parse error, or an error for an answer that is not
 // the metadata server's (without "Metadata-Flavor: Google", a redirect,
-// longer than 64 KiB).
+// a head or body longer than 64 KiB).
 //
 // [*metadata.Error]: https://pkg.go.dev/cloud.google.com/go/compute/metadata#Error
 // [metadata.NotDefinedError]: https://pkg.go.dev/cloud.google.com/go/compute/metadata#NotDefinedError
@@ -258,6 +263,7 @@ func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	if err != nil {
 		return err
 	}
+	defer w.unguard()
 	if w.ownTransport != nil {
 		defer w.ownTransport.CloseIdleConnections()
 	}
@@ -361,7 +367,7 @@ func (s *Source) start(r *termsig.Run) (*watcher, error) {
 		w.hc = &http.Client{Transport: w.ownTransport}
 	}
 	// Redirects refused and answers cut off, whoever made the client.
-	w.hc = httpguard.Guard(w.hc, maxBody)
+	w.hc, w.unguard = httpguard.Guard(w.hc, maxBody)
 	return w, nil
 }
 
@@ -373,6 +379,7 @@ type watcher struct {
 	base         string // "http://host/computeMetadata/v1/"
 	hc           *http.Client
 	ownTransport *http.Transport // nil when the client is the caller's
+	unguard      func()          // closes what httpguard.Guard made for hc
 	timeoutSec   int             // WaitTimeout in whole seconds, rounded up
 	run          *termsig.Run
 

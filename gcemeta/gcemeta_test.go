@@ -515,6 +515,27 @@ func TestConnectionDroppedInLongPoll(t *testing.T) {
 	assert.Empty(t, stopAndDrain(h.n))
 }
 
+// After an outage the source reads each key plainly before it long-polls
+// again, so that a change made during the outage is seen at once from a
+// server that ignores last_etag (and would hold a long poll with the
+// ETag from before the outage until timeout_sec: 60 s).
+func TestChangeDuringOutageSeenFromServerIgnoringLastETag(t *testing.T) {
+	srv := newServer(t)
+	srv.IgnoreLastETag(true)
+	h := run(t, srv, fast(srv))
+	awaitPolling(t, srv, preempted)
+	srv.Inject(termsigtest.Fault{Key: preempted, Status: http.StatusServiceUnavailable})
+	srv.DropWaiting(preempted)
+	h.logs.waitFor(t, logFailing, "503")
+	srv.Set(preempted, "TRUE") // during the outage
+	back := time.Now()
+	srv.ClearFaults()
+	nt := receive(t, h.n)
+	t.Logf("the change arrived %v after the server came back", time.Since(back))
+	assert.Equal(t, termsig.Terminate, nt.Kind)
+	assert.Empty(t, stopAndDrain(h.n))
+}
+
 func TestServerIgnoringWaitForChangeDoesNotSpin(t *testing.T) {
 	const interval = 25 * time.Millisecond
 	srv := newServer(t)

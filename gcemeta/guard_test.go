@@ -1,12 +1,17 @@
 package gcemeta_test
 
 import (
+	"bufio"
+	"context"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +167,95 @@ func TestStopEndsDNSLookups(t *testing.T) {
 		n.Stop()
 		return time.Since(start)
 	})
+}
+
+// A head that never ends is cut off at 64 KiB, with the source's client
+// or the caller's: net/http's own limit, 10 MiB of tiny header lines,
+// costs it many times that in memory.
+func TestLongHeadsAreCutOff(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		t.Run("own client "+strconv.FormatBool(own), func(t *testing.T) {
+			host := endlessHead(t)
+			cfg := gcemeta.Config{Host: host, MaxBackoff: time.Minute}
+			var read maxRead
+			if !own {
+				tr := &http.Transport{DialContext: read.dial}
+				t.Cleanup(tr.CloseIdleConnections)
+				cfg.HTTPClient = &http.Client{Transport: tr}
+			}
+			h := run(t, nil, cfg)
+			h.logs.waitFor(t, logFailing)
+			assert.ErrorContains(t, h.n.Status()[0].Err, "net/http: server response headers exceeded 65536 bytes; aborted")
+			assert.Empty(t, kinds(stopAndDrain(h.n)))
+			if !own {
+				assert.LessOrEqual(t, read.max(), int64(64<<10), "bytes read from one connection")
+			}
+		})
+	}
+}
+
+// endlessHead returns the host:port of a server that answers every
+// request with a head of tiny lines that never ends, until the client
+// hangs up. It closes when the test ends.
+func endlessHead(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				lines := "HTTP/1.1 200 OK\r\nMetadata-Flavor: Google\r\n" + strings.Repeat("A: b\r\n", 10<<10)
+				for {
+					if _, err := io.WriteString(c, lines); err != nil {
+						return
+					}
+					lines = lines[len("HTTP/1.1 200 OK\r\nMetadata-Flavor: Google\r\n"):]
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// maxRead dials connections that count what is read from them, and
+// remembers the most read from one.
+type maxRead struct{ most atomic.Int64 }
+
+func (m *maxRead) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, m: m}, nil
+}
+
+func (m *maxRead) max() int64 { return m.most.Load() }
+
+type countingConn struct {
+	net.Conn
+	m *maxRead
+	n atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	total := c.n.Add(int64(n))
+	for {
+		most := c.m.most.Load()
+		if total <= most || c.m.most.CompareAndSwap(most, total) {
+			break
+		}
+	}
+	return n, err
 }

@@ -99,6 +99,7 @@ type keyPoll struct {
 	bo backoff.Backoff
 
 	etag   string    // of the last answer understood or rejected; "" until then
+	failed bool      // the last request failed: the next is a plain read
 	seen   bool      // a value was understood: the key is served
 	cur    reading   // what the last value understood meant
 	noETag bool      // the server sent no ETag (logged once)
@@ -111,11 +112,20 @@ type keyPoll struct {
 func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time, more bool) {
 	w, k := p.w, p.k
 	start := time.Now()
-	plain := p.etag == ""
-	body, tag, err := w.get(ctx, k, p.etag)
+	// After a failure, a plain read: the value may have changed since
+	// p.etag, and a server that ignores last_etag (some emulators) would
+	// hold a long poll until timeout_sec without telling. The long polls
+	// go on from the ETag of that read.
+	plain := p.etag == "" || p.failed
+	etag := p.etag
+	if plain {
+		etag = ""
+	}
+	body, tag, err := w.get(ctx, k, etag)
 	if ctx.Err() != nil {
 		return nil, time.Time{}, false
 	}
+	p.failed = err != nil
 	if err != nil && !p.seen && k.optional && isNotFound(err) {
 		// A newer key that this server does not have. The others are
 		// always there on GCE: a 404 for them is a fault and is

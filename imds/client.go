@@ -29,11 +29,12 @@ func (c *Config) client() (*awsimds.Client, func()) {
 		tr := httpguard.NewTransport(250*time.Millisecond, 4, c.dnsDial)
 		hc, release = &http.Client{Transport: tr}, tr.CloseIdleConnections
 	}
+	guarded, unguard := httpguard.Guard(hc, maxBody)
 	opts := awsimds.Options{
 		Endpoint: c.Endpoint,
 		// The SDK reads each answer whole before the source sees it:
 		// only the transport can cut one off, the token's included.
-		HTTPClient:               httpguard.Guard(hc, maxBody),
+		HTTPClient:               guarded,
 		Retryer:                  newRetryer(),
 		DisableDefaultMaxBackoff: true,
 	}
@@ -43,7 +44,7 @@ func (c *Config) client() (*awsimds.Client, func()) {
 		// otherwise make the SDK refuse every request, does not apply.
 		opts.ClientEnableState = awsimds.ClientEnabled
 	}
-	return awsimds.New(opts), release
+	return awsimds.New(opts), func() { unguard(); release() }
 }
 
 // newRetryer returns the SDK retryer of a Source's own client. It tries a

@@ -78,9 +78,14 @@ type Config struct {
 	//
 	// Either client is used through a copy whose transport refuses
 	// redirects (a 3xx answer is an error, never followed, so the token
-	// stays with the endpoint) and cuts off an answer longer than 1 MiB,
-	// before the SDK, which reads each answer whole, sees it; HTTPClient
-	// itself is not changed.
+	// stays with the endpoint) and cuts off an answer whose body is
+	// longer than 1 MiB or whose head is longer than 64 KiB, before the
+	// SDK, which reads each answer whole, sees it; HTTPClient itself is
+	// not changed. Heads are cut off when HTTPClient.Transport is an
+	// *http.Transport or nil: the copy uses a clone of it, whose
+	// connections are closed when Watch returns. Another RoundTripper
+	// bounds heads only if it does so itself (net/http's default is 10
+	// MiB, which can cost a hundred times that in memory).
 	HTTPClient *http.Client
 
 	// Interval is how often spot/instance-action is polled, start to

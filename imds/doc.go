@@ -125,7 +125,8 @@
 //     error, "imds: answer larger than 1 MiB", and Stop stays prompt while
 //     it streams. (A token that is cut off leaves the SDK to go on without
 //     one, as IMDSv1, so the error shown is that of the request after it,
-//     typically a 401.)
+//     typically a 401.) A head is cut off past 64 KiB (see
+//     [Config.HTTPClient] for a client of the program's own).
 //   - With the source's own client, a dial ends with its request, so that
 //     a DNS server that does not answer does not hold Stop; on Linux the
 //     lookup itself ends too (see [Config.HTTPClient]).

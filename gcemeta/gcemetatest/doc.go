@@ -35,6 +35,8 @@
 // ends, answer without the Metadata-Flavor header (as another server
 // does), ignore wait_for_change, or never answer. [Server.DropWaiting]
 // drops the long polls that are waiting now, as a lost connection does.
+// [Server.IgnoreLastETag] makes the server ignore last_etag, as some
+// emulators do.
 //
 // # Waiting without sleeping
 //

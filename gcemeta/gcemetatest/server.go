@@ -58,6 +58,7 @@ type Server struct {
 	requests map[string]int
 	waiting  map[string]int
 	stats    chan struct{} // closed and replaced when anything observable changes
+	noETag   bool          // last_etag ignored (see IgnoreLastETag)
 }
 
 // NewServer starts a Server on 127.0.0.1 with a port of its own.
@@ -126,6 +127,19 @@ func (s *Server) Value(key string) (string, bool) {
 	defer s.mu.Unlock()
 	v, ok := s.values[key]
 	return v, ok
+}
+
+// IgnoreLastETag makes the server ignore last_etag from now on, or heed
+// it again, for long polls that arrive after the call. Ignoring it, a
+// wait_for_change request waits for the next change of the value it
+// finds, as without last_etag, even when the value has changed since the
+// answer whose ETag the client sends: an emulator that does so holds a
+// client that resumes long polling after an outage until timeout_sec,
+// with a change made during the outage unseen.
+func (s *Server) IgnoreLastETag(ignore bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noETag = ignore
 }
 
 // DropWaiting closes, without an answer, the connections of the long polls
@@ -329,7 +343,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, key string, q 
 		timeout = t.C
 	}
 	s.mu.Lock()
-	if q.lastETag == "" {
+	if q.lastETag == "" || s.noETag {
 		// No ETag: wait for the next change of the value as it is now.
 		if v, ok := s.values[key]; ok {
 			q.lastETag = ETag(key, v)

@@ -203,6 +203,21 @@ func TestWaitForChange(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, recv(t, c).code, "deleting answers 404")
 }
 
+// With IgnoreLastETag, a stale last_etag is not answered at once: the
+// long poll waits for the next change, as some emulators do.
+func TestIgnoreLastETag(t *testing.T) {
+	f := newFixture(t)
+	f.srv.IgnoreLastETag(true)
+	c := f.async(context.Background(), v1+preempted+"?wait_for_change=true&last_etag=stale&timeout_sec=60")
+	f.await("a waiting long poll", func() bool { return f.srv.Waiting(preempted) == 1 })
+	f.srv.Set(preempted, "TRUE")
+	assert.Equal(t, "TRUE", recv(t, c).body)
+
+	f.srv.IgnoreLastETag(false)
+	a := f.get(context.Background(), v1+preempted+"?wait_for_change=true&last_etag=stale&timeout_sec=60")
+	assert.Equal(t, "TRUE", a.body, "heeded again: answered at once")
+}
+
 func TestWaitForChangeTimeout(t *testing.T) {
 	f := newFixture(t)
 	etag := gcemetatest.ETag(preempted, "FALSE")

@@ -18,7 +18,7 @@ type requestKey struct{}
 // NewTransport returns the transport of a source's own client: direct
 // (never through a proxy: metadata servers are link-local), keeping up to
 // maxIdle idle connections per host for the next poll, with dialTimeout to
-// connect, DNS lookup included, and answer heads of at most 1 MiB.
+// connect, DNS lookup included, and answer heads of at most 64 KiB.
 //
 // Its dials end with their request when the transport is the Base of a
 // [Transport], so that Stop is not held by a dial: left to itself,
@@ -52,9 +52,12 @@ func NewTransport(dialTimeout time.Duration, maxIdle int, dnsDial DialFunc) *htt
 	}
 }
 
-// maxHead bounds the head of an answer (net/http's default: 10 MiB); the
-// body cap of a [Transport] does not see heads.
-const maxHead = 1 << 20
+// maxHead bounds the head of an answer, status line and header lines:
+// the body cap of a [Transport] does not see heads. net/http's default is
+// 10 MiB, and it keeps every header line, so that 10 MiB of tiny lines
+// cost it about 180 MiB of allocations. A metadata service's heads are a
+// few hundred bytes.
+const maxHead = 64 << 10
 
 // preferGo: Go's own resolver, whose lookups end with their context (see
 // NewTransport).

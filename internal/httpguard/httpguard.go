@@ -7,6 +7,9 @@
 //     that an answer that never ends costs a bounded amount of memory,
 //     whoever reads it (the AWS SDK reads each answer whole before its
 //     caller sees it);
+//   - heads are capped at 64 KiB (net/http's default is 10 MiB, and a
+//     head of tiny lines costs it many times its size in memory): by
+//     [NewTransport], and by [Guard] for a caller's [http.Transport];
 //   - [NewTransport] makes a source's own [http.Transport], whose dials
 //     (and, on Linux, DNS lookups) end with their request, so that neither
 //     holds Stop nor outlives Watch.
@@ -102,10 +105,36 @@ func (t *Transport) base() http.RoundTripper {
 // Guard returns a copy of c whose transport is c's own in a [Transport]
 // with maxBody: what c does otherwise (its Timeout, its Jar) stays; its
 // CheckRedirect never sees a redirect. c itself is not changed.
-func Guard(c *http.Client, maxBody int64) *http.Client {
-	g := *c
-	g.Transport = &Transport{Base: c.Transport, MaxBody: maxBody}
-	return &g
+//
+// Heads are capped too. When c's transport is an [*http.Transport] (nil
+// means [http.DefaultTransport]) that allows heads longer than 64 KiB
+// (its MaxResponseHeaderBytes is zero, which means net/http's 10 MiB, or
+// larger), the copy sends through a clone of it that allows 64 KiB, with
+// connections of its own: the caller must call release when done with
+// the copy, to close them. Any other transport is used as it is, and caps
+// heads only if it does so itself. release does nothing when no clone was
+// made; it is safe to call more than once.
+func Guard(c *http.Client, maxBody int64) (g *http.Client, release func()) {
+	base, release := capHeads(c.Transport)
+	g = new(http.Client)
+	*g = *c
+	g.Transport = &Transport{Base: base, MaxBody: maxBody}
+	return g, release
+}
+
+// capHeads returns rt, or a clone of it whose heads are capped, with the
+// function that closes the clone's idle connections.
+func capHeads(rt http.RoundTripper) (http.RoundTripper, func()) {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, ok := rt.(*http.Transport)
+	if !ok || (tr.MaxResponseHeaderBytes > 0 && tr.MaxResponseHeaderBytes <= maxHead) {
+		return rt, func() {}
+	}
+	clone := tr.Clone()
+	clone.MaxResponseHeaderBytes = maxHead
+	return clone, clone.CloseIdleConnections
 }
 
 func tooLarge(limit int64) error {

@@ -31,7 +31,9 @@ const wait = 5 * time.Second
 func client(t *testing.T, maxBody int64) *http.Client {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return httpguard.Guard(&http.Client{Transport: tr}, maxBody)
+	c, release := httpguard.Guard(&http.Client{Transport: tr}, maxBody)
+	t.Cleanup(release)
+	return c
 }
 
 // A redirect is an error, never followed: the host it names gets nothing.
@@ -106,25 +108,76 @@ func TestBodiesAreCapped(t *testing.T) {
 	}
 }
 
-// Guard leaves the client it copies alone.
+// Guard leaves the client it copies alone, and uses its transport as it
+// is unless that lets heads grow past 64 KiB.
 func TestGuardCopies(t *testing.T) {
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: time.Minute}
-	g := httpguard.Guard(c, 10)
+	g, release := httpguard.Guard(c, 10)
+	defer release()
 	assert.Same(t, tr, c.Transport, "c unchanged")
+	assert.Zero(t, tr.MaxResponseHeaderBytes, "c's transport unchanged")
 	assert.Equal(t, time.Minute, g.Timeout)
 	gt, ok := g.Transport.(*httpguard.Transport)
 	require.True(t, ok)
-	assert.Same(t, tr, gt.Base)
+	clone, ok := gt.Base.(*http.Transport)
+	require.True(t, ok)
+	assert.NotSame(t, tr, clone, "a clone with heads capped")
+	assert.EqualValues(t, 64<<10, clone.MaxResponseHeaderBytes)
+
+	capped := &http.Transport{MaxResponseHeaderBytes: 64 << 10}
+	g, release = httpguard.Guard(&http.Client{Transport: capped}, 10)
+	release()
+	assert.Same(t, capped, g.Transport.(*httpguard.Transport).Base, "capped already: used as it is")
 
 	var closed closer
-	httpguard.Guard(&http.Client{Transport: &closed}, 10).CloseIdleConnections()
+	g, release = httpguard.Guard(&http.Client{Transport: &closed}, 10)
+	release()
+	assert.Same(t, &closed, g.Transport.(*httpguard.Transport).Base, "not an *http.Transport: used as it is")
+	assert.False(t, bool(closed), "release closes only what Guard made")
+	g.CloseIdleConnections()
 	assert.True(t, bool(closed), "CloseIdleConnections reaches the base through the Transport")
 
 	assert.PanicsWithValue(t, "termsig: httpguard: Transport.MaxBody must be positive", func() {
 		_, _ = (&httpguard.Transport{}).RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil))
 	})
+}
+
+// release closes the idle connections of the clone that Guard made: the
+// caller's CloseIdleConnections does not reach them.
+func TestReleaseClosesTheCloneConnections(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	url, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				closed <- struct{}{} // the client hung up
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c, release := httpguard.Guard(&http.Client{Transport: tr}, 10)
+	res, err := c.Get(url)
+	require.NoError(t, err)
+	_, err = io.ReadAll(res.Body)
+	require.NoError(t, err)
+	res.Body.Close() // the connection stays, idle
+	tr.CloseIdleConnections()
+	select {
+	case <-closed:
+		t.Fatal("the caller's transport held the connection")
+	default:
+	}
+	release()
+	select {
+	case <-closed:
+	case <-time.After(wait):
+		t.Fatal("release left the connection open")
+	}
+	release() // again: nothing
 }
 
 // closer is a RoundTripper that only records CloseIdleConnections.
@@ -153,7 +206,8 @@ func TestDialEndsWithItsRequest(t *testing.T) {
 	}
 	tr := httpguard.NewTransport(time.Hour, 1, dnsDial)
 	defer tr.CloseIdleConnections()
-	c := httpguard.Guard(&http.Client{Transport: tr}, 1<<10)
+	c, release := httpguard.Guard(&http.Client{Transport: tr}, 1<<10)
+	defer release()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -188,7 +242,9 @@ func TestDialEndsWithItsRequest(t *testing.T) {
 func newTransport(t *testing.T) *http.Client {
 	tr := httpguard.NewTransport(time.Second, 4, nil)
 	t.Cleanup(tr.CloseIdleConnections)
-	return httpguard.Guard(&http.Client{Transport: tr}, 1<<20)
+	c, release := httpguard.Guard(&http.Client{Transport: tr}, 1<<20)
+	t.Cleanup(release)
+	return c
 }
 
 // rawServer serves each connection with serve, on its own goroutine, until
@@ -216,41 +272,87 @@ func rawServer(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) (url stri
 	return "http://" + ln.Addr().String(), conns
 }
 
-// A server that sends an endless head costs a bounded amount of memory:
-// the body cap does not see heads, NewTransport's limit does.
+// A server that sends an endless head costs a bounded amount of memory,
+// whoever made the transport: the body cap does not see heads; the
+// transport's limit, 64 KiB, does. net/http's default, 10 MiB of tiny
+// header lines, costs many times that.
 func TestHeadsAreCapped(t *testing.T) {
-	const budget = 64 << 20
-	wrote := make(chan int, 1)
-	url, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		n, _ := io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Endless: ")
-		chunk := strings.Repeat("a", 64<<10)
-		for n < budget {
-			m, err := io.WriteString(c, chunk)
-			n += m
-			if err != nil {
-				break
+	for _, tc := range []struct {
+		name  string
+		base  func(dial httpguard.DialFunc) http.RoundTripper
+		limit int // what the error says
+	}{
+		{"NewTransport", func(httpguard.DialFunc) http.RoundTripper {
+			return httpguard.NewTransport(time.Second, 4, nil)
+		}, 64 << 10},
+		{"a caller's", func(dial httpguard.DialFunc) http.RoundTripper {
+			return &http.Transport{DialContext: dial}
+		}, 64 << 10},
+		{"a caller's with 1 MiB", func(dial httpguard.DialFunc) http.RoundTripper {
+			return &http.Transport{DialContext: dial, MaxResponseHeaderBytes: 1 << 20}
+		}, 64 << 10},
+		{"a caller's with less", func(dial httpguard.DialFunc) http.RoundTripper {
+			return &http.Transport{DialContext: dial, MaxResponseHeaderBytes: 1 << 10}
+		}, 1 << 10},
+		{"http.DefaultTransport", func(httpguard.DialFunc) http.RoundTripper { return nil }, 64 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				lines := "HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", 10<<10)
+				for {
+					if _, err := io.WriteString(c, lines); err != nil {
+						return
+					}
+					lines = strings.TrimPrefix(lines, "HTTP/1.1 200 OK\r\n")
+				}
+			})
+			var read atomic.Int64
+			dial := func(ctx context.Context, network, address string) (net.Conn, error) {
+				var d net.Dialer
+				c, err := d.DialContext(ctx, network, address)
+				if err != nil {
+					return nil, err
+				}
+				return &countingConn{Conn: c, n: &read}, nil
 			}
-		}
-		wrote <- n
-	})
-	c := newTransport(t)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	res, err := c.Get(url)
-	runtime.ReadMemStats(&after)
-	if res != nil {
-		res.Body.Close()
+			base := tc.base(dial)
+			if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+				t.Cleanup(c.CloseIdleConnections)
+			}
+			c, release := httpguard.Guard(&http.Client{Transport: base}, 1<<20)
+			defer release()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			res, err := c.Get(url)
+			runtime.ReadMemStats(&after)
+			if res != nil {
+				res.Body.Close()
+			}
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "net/http: server response headers exceeded "+strconv.Itoa(tc.limit)+" bytes; aborted")
+			grew := after.TotalAlloc - before.TotalAlloc
+			t.Logf("client read %d bytes, allocated %.1f MiB", read.Load(), float64(grew)/(1<<20))
+			if tc.name != "http.DefaultTransport" { // whose dials are not counted
+				assert.LessOrEqual(t, read.Load(), int64(tc.limit), "bytes read")
+			}
+			assert.Less(t, grew, uint64(8<<20), "allocated for one head") // 180 MiB for 10 MiB
+		})
 	}
-	require.Error(t, err)
-	n := <-wrote
-	grew := after.TotalAlloc - before.TotalAlloc
-	t.Logf("server wrote %.1f MiB, client allocated %.1f MiB", float64(n)/(1<<20), float64(grew)/(1<<20))
-	// net/http's default limit, 10 MiB, would read that much and more.
-	assert.Less(t, n, 10<<20, "the client read past 1 MiB of head")
-	assert.Less(t, grew, uint64(32<<20), "allocated for one head")
+}
+
+// countingConn counts the bytes read from it into n.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // A request that fails on a kept connection the server closed is sent
