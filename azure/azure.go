@@ -51,8 +51,10 @@ type Source struct {
 // generation changes when it comes back after it left, so that an
 // acknowledgement is for one stay of it in the document.
 type tracked struct {
+	id       string    // its EventId, which acknowledgements name
 	key      string    // EventType and NotBefore
 	deadline time.Time // of its notice
+	nbErr    error     // why NotBefore is not the deadline, if it is not
 	gen      uint64
 	shared   bool // its Resources name other VMs too
 }
@@ -163,7 +165,7 @@ func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
 		done := make(chan struct{})
 		s.inflight[n.Event] = done
 		s.mu.Unlock()
-		err := s.acknowledge(ctx, n.Event, cur.gen)
+		err := s.acknowledge(ctx, n.Event, cur.id, cur.gen)
 		s.mu.Lock()
 		delete(s.inflight, n.Event)
 		close(done)
@@ -184,9 +186,10 @@ func (s *Source) pending(id string, gen uint64) bool {
 	return ok && cur.gen == gen && s.acked[id] != gen
 }
 
-// acknowledge posts a StartRequest for version gen of event id until it
-// succeeds, the event leaves the document (nil), or ctx ends.
-func (s *Source) acknowledge(ctx context.Context, id string, gen uint64) error {
+// acknowledge posts a StartRequest for version gen of the event whose
+// notices' Event is key and whose EventId is id, until it succeeds, the
+// event leaves the document (nil), or ctx ends.
+func (s *Source) acknowledge(ctx context.Context, key, id string, gen uint64) error {
 	c := s.cfg.withDefaults()
 	base := c.base()
 	tr := httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
@@ -195,11 +198,12 @@ func (s *Source) acknowledge(ctx context.Context, id string, gen uint64) error {
 	if hc == nil {
 		hc = &http.Client{Transport: tr}
 	}
-	hc = httpguard.Guard(hc, maxBody)
+	hc, release := httpguard.Guard(hc, maxBody)
+	defer release()
 	body, _ := json.Marshal(map[string][]map[string]string{"StartRequests": {{"EventId": id}}})
 	bo := backoff.Backoff{Base: c.Interval, Max: c.MaxBackoff, Jitter: true}
 	var last error // what went wrong; not the end of ctx, which ends the last try
-	for s.pending(id, gen) {
+	for s.pending(key, gen) {
 		err := post(ctx, hc, base+pathScheduledEvents+eventsQuery, body, c.RequestTimeout)
 		if err == nil {
 			return nil
@@ -209,9 +213,9 @@ func (s *Source) acknowledge(ctx context.Context, id string, gen uint64) error {
 		}
 		if ctx.Err() != nil || !backoff.Sleep(ctx, bo.Next()) {
 			if errors.Is(last, ctx.Err()) {
-				return fmt.Errorf("azure: acknowledge event %s: %w", id, last)
+				return fmt.Errorf("azure: acknowledge event %s: %w", key, last)
 			}
-			return fmt.Errorf("azure: acknowledge event %s: %w (%w)", id, last, ctx.Err())
+			return fmt.Errorf("azure: acknowledge event %s: %w (%w)", key, last, ctx.Err())
 		}
 	}
 	return nil // gone, or acknowledged meanwhile

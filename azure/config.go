@@ -46,10 +46,11 @@ type Config struct {
 	// source work on a host that is not recognised as an Azure VM.
 	Endpoint string
 
-	// VMName is this VM's name as the events' Resources list it. Empty
-	// means the name the metadata service gives
-	// (/metadata/instance/compute/name), read once when Watch starts and
-	// retried until it is known: no event is reported before.
+	// VMName is this VM's name as the events' Resources list it, used as
+	// given. Empty means the name the metadata service gives
+	// (/metadata/instance/compute/name), read when Watch starts and
+	// retried until it is known (no event is reported before), and read
+	// again until an event names it; see the package documentation.
 	VMName string
 
 	// Interval is how often the scheduled events are polled, start to
@@ -77,7 +78,12 @@ type Config struct {
 	// own: a direct connection (no proxy, which the metadata service
 	// refuses), a 2 s dial timeout, connections closed when Watch returns.
 	// Whoever made it, redirects are refused and answers are cut off past
-	// 1 MiB.
+	// 1 MiB of body or 64 KiB of head. Heads are cut off when
+	// HTTPClient.Transport is an *http.Transport or nil: the source uses a
+	// clone of it, whose connections are closed when Watch returns.
+	// Another RoundTripper bounds heads only if it does so itself
+	// (net/http's default is 10 MiB, which can cost a hundred times that
+	// in memory).
 	HTTPClient *http.Client
 
 	// Logger receives, at debug level, each notice the source sends, and
@@ -94,7 +100,15 @@ type Config struct {
 	// dnsDial dials the DNS server for the source's own client; nil means
 	// a net.Dialer (see export_test.go).
 	dnsDial httpguard.DialFunc
+
+	// nameInterval is how often a VM name that no event has named yet is
+	// read again; zero means defaultNameInterval (see export_test.go).
+	nameInterval time.Duration
 }
+
+// defaultNameInterval is how often the VM's name is read again until an
+// event names it: one request in hundreds of polls.
+const defaultNameInterval = 10 * time.Minute
 
 // withDefaults returns c with each zero field set to its default. Invalid
 // values are left alone: validate reports them.
@@ -105,6 +119,7 @@ func (c Config) withDefaults() Config {
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Root = cmp.Or(c.Root, "/")
+	c.nameInterval = cmp.Or(c.nameInterval, defaultNameInterval)
 	return c
 }
 

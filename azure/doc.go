@@ -7,7 +7,8 @@
 // header "Metadata: true" answers {"DocumentIncarnation": n, "Events":
 // [...]}, each event with its EventId, EventType, the Resources (VM
 // names) it concerns, its EventStatus (Scheduled, then Started) and
-// NotBefore, the time it may start (RFC 1123, empty once it has started).
+// NotBefore, the time it may start (RFC 1123; RFC 3339 is read too;
+// empty once it has started).
 // A spot VM gets Preempt at least 30 s ahead; Freeze and Reboot come 15
 // minutes ahead, Redeploy 10.
 //
@@ -15,7 +16,7 @@
 //
 // The source polls the document every [Config.Interval] (1 s) and sends,
 // for each event whose Resources name this VM (Config.VMName, or the name
-// the metadata service gives, read once when Watch starts):
+// the metadata service gives; see [This VM's name]):
 //
 //   - Preempt, Terminate, Redeploy: [termsig.Terminate];
 //   - Reboot: [termsig.Reboot];
@@ -24,6 +25,10 @@
 //     Started (no NotBefore), when it was seen so; Reason: the type, the
 //     status and the description; Raw: the event as sent.
 //
+// An EventId listed more than once is one event, its strongest entry
+// (Terminate over Reboot over Freeze, Started over Scheduled). An EventId
+// over 256 bytes is reported under a shorter Event (a prefix and a
+// digest), and shows in Status; Release acknowledges it by its EventId.
 // Each EventId is reported once, and again only when its EventType or
 // NotBefore changes (a Scheduled event that starts has its NotBefore
 // emptied: a second notice, with Deadline now). An event that leaves the
@@ -31,6 +36,23 @@
 // (the document is the same for the whole availability set) are never
 // notices. A document whose DocumentIncarnation has not changed is not
 // looked at again.
+//
+// # This VM's name
+//
+// Unless Config.VMName gives it, the name is read from the metadata
+// service (/metadata/instance/compute/name) before the first poll. An
+// answer that cannot be an Azure VM's resource name is refused and asked
+// for again: at most 64 letters, digits, hyphens, underscores and
+// periods, not starting with an underscore, not ending with a period or
+// a hyphen. Until an event names it (a VM's name never changes, so one
+// that Azure has listed is right), the name is read again every 10
+// minutes, and before a document whose events all name other VMs is
+// acted on, so that one wrong answer does not make the source deaf; a
+// failure to read it again keeps the name, and shows in Status. Until
+// then too, a document with events none of which names this VM shows in
+// Status, with a few of the names they give: the events of an
+// availability set's other VMs (its document is shared), or a wrong
+// name.
 //
 // # Acknowledging: Release
 //
@@ -61,8 +83,8 @@
 // Nothing the service (or something in its place) sends wrong makes a
 // notice: an unreachable service, a 400 (the Metadata header missing, a
 // proxy in between), 5xx, an answer that is late, endless (cut off past
-// 1 MiB), truncated, not JSON, or JSON that is not a scheduled-events
-// document. Each is retried, with a backoff that doubles from Interval up
+// 1 MiB of body or 64 KiB of head), truncated, not JSON, or JSON that is
+// not a scheduled-events document. Each is retried, with a backoff that doubles from Interval up
 // to [Config.MaxBackoff], and shows in Notifier.Status through
 // [termsig.Run.Report] (in a few words that do not change from request to
 // request; the Notifier logs each change). An event of an unknown
@@ -70,8 +92,10 @@
 // (nor cleared, if it was reported before: it is still in the document)
 // and shows in Status the same way; a document whose keys are Azure's in
 // another case ("eventtype"), or twice, is refused, since encoding/json
-// would let them decide; an unparsable NotBefore gives a
-// notice without a Deadline, and shows too. Redirects are refused and no
+// would let them decide. A NotBefore that is not a time, or not a
+// plausible one (more than an hour before the event was first seen with
+// it, or more than a week ahead: Azure gives minutes), gives the notice
+// without a Deadline, and shows too. Redirects are refused and no
 // proxy is used: the metadata service answers only direct requests.
 //
 // # Where it applies

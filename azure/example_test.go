@@ -19,10 +19,11 @@ func ExampleSource() {
 	// service stands in.
 	srv := azuretest.NewServer()
 	defer srv.Close()
+	notBefore := time.Now().UTC().Add(30 * time.Second).Truncate(time.Second) // a spot VM's 30 s
 	srv.SetEvents(azuretest.Event{
 		EventID:   "602d9444-d2cd-49c7-8624-8643e7171297",
 		EventType: "Preempt",
-		NotBefore: time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC),
+		NotBefore: notBefore,
 	})
 
 	// A short Interval lets the example see the event start at once;
@@ -35,7 +36,7 @@ func ExampleSource() {
 
 	nt := <-n.C()
 	fmt.Println(nt.Source, nt.Kind, "-", nt.Reason)
-	fmt.Println("event", nt.Event, "not before", nt.Deadline.Format(time.RFC3339))
+	fmt.Println("event", nt.Event, "due at NotBefore:", nt.Deadline.Equal(notBefore))
 
 	// ... the work handed back ...
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -50,7 +51,7 @@ func ExampleSource() {
 	fmt.Println(started.Kind, "-", started.Reason)
 	// Output:
 	// azure terminate - Preempt scheduled
-	// event 602d9444-d2cd-49c7-8624-8643e7171297 not before 2026-11-30T10:02:00Z
+	// event 602d9444-d2cd-49c7-8624-8643e7171297 due at NotBefore: true
 	// acknowledged: [602d9444-d2cd-49c7-8624-8643e7171297]
 	// terminate - Preempt started
 }

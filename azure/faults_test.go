@@ -150,13 +150,13 @@ func TestFaultVMName(t *testing.T) {
 		}, "azure: VM name: no answer within 100ms: context deadline exceeded"},
 		{"empty", func(s *azuretest.Server) {
 			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Status: http.StatusOK})
-		}, "azure: VM name: empty or too long"},
+		}, `azure: VM name: the answer is not an Azure VM name: ""`},
 		{"blank", func(s *azuretest.Server) {
 			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Body: " \n"})
-		}, "azure: VM name: empty or too long"},
+		}, `azure: VM name: the answer is not an Azure VM name: ""`},
 		{"too long", func(s *azuretest.Server) {
-			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Body: strings.Repeat("v", 257)})
-		}, "azure: VM name: empty or too long"},
+			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, Body: strings.Repeat("v", 65)})
+		}, `azure: VM name: the answer is not an Azure VM name: "` + strings.Repeat("v", 40) + `…"`},
 		{"endless", func(s *azuretest.Server) {
 			s.Inject(termsigtest.Fault{Key: azuretest.PathVMName, BodySize: termsigtest.EndlessBody})
 		}, "azure: VM name: answer larger than 1 MiB"},

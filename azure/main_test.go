@@ -35,8 +35,10 @@ const (
 	healthy = "termsig: source healthy again"
 )
 
-// notBefore is a NotBefore in whole seconds, as the document carries it.
-var notBefore = time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC)
+// notBefore is a NotBefore in whole seconds, as the document carries it,
+// a few minutes ahead as Azure gives it: one long past or far ahead is no
+// deadline.
+var notBefore = time.Now().UTC().Add(10 * time.Minute).Truncate(time.Second)
 
 // quick returns a Config without an Endpoint (start sets the fake's)
 // that polls at FloorInterval and backs off for at most 40 ms, so that

@@ -207,14 +207,15 @@ func TestSeveralEvents(t *testing.T) {
 	assert.Empty(t, events(h.stopAndDrain()))
 }
 
-// The same EventId twice in one document is one event.
+// The same EventId twice in one document is one event, the stronger of
+// the two entries: a Reboot listed first does not hide a Preempt.
 func TestDuplicateEventIDs(t *testing.T) {
 	h := start(t, options{})
 	h.srv.SetEvents(
 		azuretest.Event{EventID: "dup", EventType: "Reboot", NotBefore: notBefore},
 		azuretest.Event{EventID: "dup", EventType: "Preempt", NotBefore: notBefore},
 	)
-	assert.Equal(t, termsig.Reboot, h.receive().Kind)
+	assert.Equal(t, termsig.Terminate, h.receive().Kind)
 	h.polls(azuretest.PathScheduledEvents, 3)
 	assert.Empty(t, events(h.stopAndDrain()))
 }

@@ -2,12 +2,15 @@ package azure
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/termsig/termsig"
@@ -183,14 +186,50 @@ func (e event) forVM(vm string) bool {
 // check returns why e cannot be reported, or nil.
 func (e event) check() error {
 	switch {
-	case e.EventID == "" || len(e.EventID) > 256:
-		return errors.New("azure: an event without a usable EventId")
+	case e.EventID == "":
+		return errors.New("azure: an event without an EventId")
 	case kinds[e.EventType] == 0:
 		return fmt.Errorf("azure: event %s: unknown EventType %q", clip(e.EventID), clip(e.EventType))
 	case e.EventStatus != "Scheduled" && e.EventStatus != "Started":
 		return fmt.Errorf("azure: event %s: unknown EventStatus %q", clip(e.EventID), clip(e.EventStatus))
 	}
 	return nil
+}
+
+// maxEventID bounds Notice.Event. Azure's EventIds are GUIDs (36 bytes).
+const maxEventID = 256
+
+// key returns the Event of e's notices: its EventId, or, for an EventId
+// longer than maxEventID, a prefix of it and a digest of the whole, so
+// that two long ids stay two events. Release acknowledges the EventId
+// itself (tracked.id).
+func (e event) key() string {
+	if len(e.EventID) <= maxEventID {
+		return e.EventID
+	}
+	sum := sha256.Sum256([]byte(e.EventID))
+	digest := hex.EncodeToString(sum[:8])
+	cut := maxEventID - len("…") - len(digest)
+	for cut > 0 && !utf8.RuneStart(e.EventID[cut]) {
+		cut--
+	}
+	return e.EventID[:cut] + "…" + digest
+}
+
+// strength orders the entries of one EventId listed more than once: one
+// that can be reported beats one that cannot, a Terminate a Reboot, a
+// Reboot a Freeze, and a Started entry a Scheduled one of its kind (it is
+// under way). The strongest is the event, so that a Freeze listed first
+// does not hide a Preempt of the same id.
+func (e event) strength() int {
+	if e.check() != nil {
+		return 0
+	}
+	s := map[termsig.Kind]int{termsig.Maintenance: 1, termsig.Reboot: 2, termsig.Terminate: 3}[kinds[e.EventType]] * 2
+	if e.EventStatus == "Started" {
+		s++
+	}
+	return s
 }
 
 // clip shortens an outside string for an error text.
@@ -201,17 +240,53 @@ func clip(s string) string {
 	return s
 }
 
-// notBefore parses NotBefore, an RFC 1123 time ("Mon, 19 Sep 2016
-// 18:29:47 GMT"); empty (once the event has started) gives the zero time.
-func (e event) notBefore() (time.Time, error) {
+// NotBefore is RFC 1123 in GMT in Azure's documentation ("Mon, 19 Sep
+// 2016 18:29:47 GMT"), and was RFC 3339 in its 2017 documentation
+// ("2016-09-19T18:29:47Z"), as Microsoft's mock server still writes it.
+// These layouts read both, and the spellings close to them: RFC 1123
+// with UTC or a numeric zone, ISO 8601 with a basic offset ("+0000").
+var notBeforeLayouts = []string{
+	http.TimeFormat,
+	"Mon, 02 Jan 2006 15:04:05 UTC",
+	time.RFC1123Z,
+	time.RFC3339Nano, // fractions optional
+	"2006-01-02T15:04:05.999999999Z0700",
+}
+
+// A NotBefore outside these bounds around the time its event was seen is
+// not taken as a deadline: the clocks of the VM and of Azure may differ,
+// and a Scheduled event may linger a little past NotBefore, but Azure
+// announces events minutes ahead (15 at most for Freeze, Reboot,
+// Terminate; 30 s for Preempt), never days, and a time long past is not
+// one an event still Scheduled waits for.
+const (
+	maxNotBeforePast  = time.Hour
+	maxNotBeforeAhead = 7 * 24 * time.Hour
+)
+
+// notBefore returns the deadline NotBefore gives for e seen at now: the
+// zero time if it is empty (once the event has started), and the zero
+// time and an error if it is not a time (see notBeforeLayouts) or not a
+// plausible one (see maxNotBeforePast): a Terminate without a deadline is
+// still a Terminate.
+func (e event) notBefore(now time.Time) (time.Time, error) {
 	if e.NotBefore == "" {
 		return time.Time{}, nil
 	}
-	t, err := http.ParseTime(e.NotBefore)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("azure: event %s: NotBefore %q is not an RFC 1123 time", clip(e.EventID), clip(e.NotBefore))
+	for _, layout := range notBeforeLayouts {
+		t, err := time.Parse(layout, e.NotBefore)
+		if err != nil {
+			continue
+		}
+		switch {
+		case t.Before(now.Add(-maxNotBeforePast)):
+			return time.Time{}, fmt.Errorf("azure: event %s: NotBefore %q is long before the event was seen", clip(e.EventID), clip(e.NotBefore))
+		case t.After(now.Add(maxNotBeforeAhead)):
+			return time.Time{}, fmt.Errorf("azure: event %s: NotBefore %q is too far ahead", clip(e.EventID), clip(e.NotBefore))
+		}
+		return t.UTC(), nil
 	}
-	return t, nil
+	return time.Time{}, fmt.Errorf("azure: event %s: NotBefore %q is not an RFC 1123 or RFC 3339 time", clip(e.EventID), clip(e.NotBefore))
 }
 
 // notice is the notice of e, seen at now, due at deadline.
@@ -230,10 +305,37 @@ func (e event) notice(now, deadline time.Time) termsig.Notice {
 	}
 	return termsig.Notice{
 		Kind:     kinds[e.EventType],
-		Event:    e.EventID,
+		Event:    e.key(),
 		Reason:   reason,
 		Deadline: deadline,
 		Observed: now,
 		Raw:      raw,
 	}
+}
+
+// maxVMName bounds a VM's resource name: Azure's naming rules give 64
+// characters ("Naming rules and restrictions for Azure resources",
+// Microsoft.Compute/virtualMachines: the 15-character limit of Windows is
+// its host name's), and a scale set instance's name, "{scale set}_{id}",
+// is held to 64 too.
+const maxVMName = 64
+
+// validVMName reports whether name can be an Azure VM's resource name, by
+// Azure's rules: at most 64 characters, letters, digits, hyphens,
+// underscores and periods (spaces, control characters and the other
+// punctuation are refused), not starting with an underscore, not ending
+// with a period or a hyphen. Underscores are allowed, though the rules
+// refuse them in host names, because instance names have them
+// ("myScaleSet_0", Microsoft's "WestNO_0").
+func validVMName(name string) bool {
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > maxVMName ||
+		name[0] == '_' || strings.HasSuffix(name, ".") || strings.HasSuffix(name, "-") {
+		return false
+	}
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' && r != '.' {
+			return false
+		}
+	}
+	return true
 }

@@ -103,6 +103,21 @@ var garbageSeeds = []string{
 	`{"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Preempt","Resources":["westno_0"],"EventStatus":"Started","NotBefore":"Mon, 11 Apr 2022 22:36:58 GMT"}]}`,
 }
 
+// edgeSeeds are documents that once lost or weakened a notice: a long
+// EventId, an EventId listed twice (the Preempt second), NotBefore in
+// RFC 3339 (as Microsoft's 2017 documentation and mock server write it),
+// in ISO 8601 with a basic offset, in year 1 and in year 9999.
+var edgeSeeds = []string{
+	`{"DocumentIncarnation":1,"Events":[{"EventId":"` + strings.Repeat("L", 300) + `","EventType":"Preempt","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"Mon, 30 Nov 2026 10:00:30 GMT"}]}`,
+	`{"DocumentIncarnation":1,"Events":[` +
+		`{"EventId":"D","EventType":"Freeze","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"Mon, 30 Nov 2026 10:15:00 GMT"},` +
+		`{"EventId":"D","EventType":"Preempt","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"Mon, 30 Nov 2026 10:00:30 GMT"}]}`,
+	`{"DocumentIncarnation":1,"Events":[{"EventId":"R","EventType":"Preempt","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"2026-11-30T10:00:30Z"}]}`,
+	`{"DocumentIncarnation":1,"Events":[{"EventId":"I","EventType":"Preempt","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"2026-11-30T10:00:30+0000"}]}`,
+	`{"DocumentIncarnation":1,"Events":[{"EventId":"Y1","EventType":"Terminate","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"Mon, 01 Jan 0001 00:00:00 GMT"}]}`,
+	`{"DocumentIncarnation":1,"Events":[{"EventId":"Y9","EventType":"Terminate","ResourceType":"VirtualMachine","Resources":["myspotvm"],"EventStatus":"Scheduled","NotBefore":"Fri, 31 Dec 9999 23:59:59 GMT"}]}`,
+}
+
 // vms are the VM names the fuzz test watches for: each seed names some.
 var vms = []string{"WestNO_0", "FrontEnd_IN_0", "BackEnd_IN_0", "myspotvm"}
 
@@ -114,12 +129,12 @@ func newWatched() *Source {
 	return s
 }
 
-// names reports whether some event of doc with id concerns vm, as the
+// names reports whether some event of doc with id (its notices' Event) concerns vm, as the
 // documentation says: Resources name it in any case, and ResourceType, if
 // any, is VirtualMachine.
 func names(doc document, id, vm string) bool {
 	for _, e := range doc.Events {
-		if e.EventID != id || (e.ResourceType != "" && !strings.EqualFold(e.ResourceType, "VirtualMachine")) {
+		if e.key() != id || (e.ResourceType != "" && !strings.EqualFold(e.ResourceType, "VirtualMachine")) {
 			continue
 		}
 		for _, r := range e.Resources {
@@ -132,7 +147,7 @@ func names(doc document, id, vm string) bool {
 }
 
 func FuzzDocument(f *testing.F) {
-	for _, s := range append(docSeeds, garbageSeeds...) {
+	for _, s := range slices.Concat(docSeeds, garbageSeeds, edgeSeeds) {
 		f.Add([]byte(s))
 	}
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -174,6 +189,13 @@ func FuzzDocument(f *testing.F) {
 				}
 				reported[n.Event] = true
 			}
+			// A Terminate of vm that can be reported is, whatever its
+			// EventId's length, its NotBefore, or its id's other entries.
+			for _, e := range doc.Events {
+				if e.forVM(vm) && e.check() == nil && kinds[e.EventType] == termsig.Terminate && !terminated(notices, e.key()) {
+					t.Fatalf("%q: the Terminate %q of %s was not reported: %v", body, clip(e.EventID), vm, notices)
+				}
+			}
 
 			// The same document again: nothing new.
 			again, _ := s.update(doc, vm, seen, now.Add(time.Second), discard)
@@ -205,6 +227,11 @@ func FuzzDocument(f *testing.F) {
 	})
 }
 
+// terminated reports whether notices has a Terminate with Event id.
+func terminated(notices []termsig.Notice, id string) bool {
+	return slices.ContainsFunc(notices, func(n termsig.Notice) bool { return n.Kind == termsig.Terminate && n.Event == id })
+}
+
 // The seeds themselves, as a table: what each gives to each VM.
 func TestDocumentSeeds(t *testing.T) {
 	nb := func(s string) time.Time {
@@ -212,7 +239,12 @@ func TestDocumentSeeds(t *testing.T) {
 		require.NoError(t, err)
 		return tm.UTC()
 	}
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	// Each seed is read a few minutes before its events' NotBefore, as a
+	// VM reads them: a NotBefore long past is no deadline.
+	seen := map[int]time.Time{
+		0: nb("Mon, 11 Apr 2022 22:11:58 GMT"), 1: nb("Mon, 11 Apr 2022 22:11:58 GMT"), 2: nb("Mon, 11 Apr 2022 22:11:58 GMT"),
+		3: nb("Mon, 19 Sep 2016 18:14:47 GMT"), 4: nb("Tue, 05 Mar 2024 17:11:50 GMT"), 5: nb("Mon, 11 Apr 2022 22:21:58 GMT"),
+	}
 	for _, tc := range []struct {
 		seed int
 		vm   string
@@ -224,7 +256,7 @@ func TestDocumentSeeds(t *testing.T) {
 			Reason: "Freeze scheduled: Virtual machine is being paused because …", Deadline: nb("Mon, 11 Apr 2022 22:26:58 GMT")}}},
 		{0, "WestNO_2", nil},
 		{1, "WestNO_0", []termsig.Notice{{Kind: termsig.Maintenance, Event: "A123BC45-1234-5678-AB90-ABCDEF123456",
-			Reason: "Freeze started: Virtual machine is being paused because …", Deadline: now}}},
+			Reason: "Freeze started: Virtual machine is being paused because …", Deadline: seen[1]}}},
 		{2, "WestNO_0", nil},
 		{3, "BackEnd_IN_0", []termsig.Notice{{Kind: termsig.Reboot, Event: "602d9444-d2cd-49c7-8624-8643e7171297",
 			Reason: "Reboot scheduled", Deadline: nb("Mon, 19 Sep 2016 18:29:47 GMT")}}},
@@ -235,11 +267,12 @@ func TestDocumentSeeds(t *testing.T) {
 		{5, "FrontEnd_IN_0", []termsig.Notice{{Kind: termsig.Terminate, Event: "C2",
 			Reason: "Terminate scheduled", Deadline: nb("Mon, 11 Apr 2022 22:31:58 GMT")}}},
 		{5, "BackEnd_IN_0", []termsig.Notice{{Kind: termsig.Reboot, Event: "C3",
-			Reason: "Reboot started: Virtual machine is going to be restarted…", Deadline: now}}},
+			Reason: "Reboot started: Virtual machine is going to be restarted…", Deadline: seen[5]}}},
 		{5, "nobody", nil},
 	} {
 		doc, err := parseDocument([]byte(docSeeds[tc.seed]))
 		require.NoError(t, err, "seed %d", tc.seed)
+		now := seen[tc.seed]
 		got, problem := newWatched().update(doc, tc.vm, map[string]string{}, now, discard)
 		require.NoError(t, problem)
 		for i := range got {

@@ -20,7 +20,8 @@ import (
 // The parts of the source's health (see internal/health).
 const (
 	partService = iota // the requests and the answers' shape
-	partContent        // what the events say (unknown types, bad times)
+	partContent        // what the events say (unknown types, bad times, none for this VM)
+	partName           // reading the VM's name again, once it is known
 	parts
 )
 
@@ -32,11 +33,15 @@ type watcher struct {
 	base   string // the endpoint, without a trailing slash
 	hc     *http.Client
 	tr     *http.Transport // the source's own, closed at the end; nil for the caller's
+	freeHC func()          // closes what httpguard.Guard made for hc
 	r      *termsig.Run
 	health *health.Parts
 
-	vm          string            // this VM's name
-	seen        map[string]string // EventId → EventType|NotBefore of the notices this Watch sent
+	vm          string            // this VM's name; "" until it is known
+	fixed       bool              // vm is Config.VMName: never read
+	confirmed   bool              // an event named vm: it is right (a VM's name does not change)
+	nameDue     time.Time         // when to read the name again while it is not confirmed
+	seen        map[string]string // Event (the EventId, or its short form) → EventType|NotBefore of the notices this Watch sent
 	answered    bool              // the scheduled events answered once: RequestTimeout from now on
 	incarnation int64             // of the last document acted on
 	acted       bool              // a document was acted on
@@ -44,18 +49,19 @@ type watcher struct {
 
 func (s *Source) newWatcher(r *termsig.Run) *watcher {
 	c := s.cfg.withDefaults()
-	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), r: r, vm: c.VMName, seen: map[string]string{},
+	w := &watcher{s: s, cfg: c, log: c.Logger, base: c.base(), r: r, vm: c.VMName, fixed: c.VMName != "", seen: map[string]string{},
 		health: health.New(r, parts)}
 	w.hc = c.HTTPClient
 	if w.hc == nil {
 		w.tr = httpguard.NewTransport(2*time.Second, 1, c.dnsDial)
 		w.hc = &http.Client{Transport: w.tr}
 	}
-	w.hc = httpguard.Guard(w.hc, maxBody)
+	w.hc, w.freeHC = httpguard.Guard(w.hc, maxBody)
 	return w
 }
 
 func (w *watcher) close() {
+	w.freeHC()
 	if w.tr != nil {
 		w.tr.CloseIdleConnections()
 	}
@@ -74,8 +80,9 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		}
 		w.health.Set(partService, err)
-		w.health.Looked(partService) // the first look: an answer or a failure
-		w.health.Looked(partContent)
+		for i := range parts {
+			w.health.Looked(i) // the first look: an answer or a failure
+		}
 		if err != nil {
 			next = time.Now().Add(bo.Next())
 			continue
@@ -86,18 +93,20 @@ func (w *watcher) run(ctx context.Context) {
 }
 
 // once makes one step: reads the VM's name if it is not known yet, else
-// polls the scheduled events and hands over what changed.
+// polls the scheduled events and hands over what changed. A name that no
+// event has named yet is read again every nameInterval, and before a
+// document whose events name only other VMs is acted on: one wrong answer
+// (a proxy's page that passes for a name) must not make the source deaf.
 func (w *watcher) once(ctx context.Context) error {
 	if w.vm == "" {
-		name, err := w.get(ctx, pathVMName+nameQuery, w.cfg.RequestTimeout)
+		name, err := w.readName(ctx)
 		if err != nil {
-			return fmt.Errorf("azure: VM name: %w", err)
+			return err
 		}
-		if w.vm = strings.TrimSpace(string(name)); w.vm == "" || len(w.vm) > 256 {
-			w.vm = ""
-			return errors.New("azure: VM name: empty or too long")
-		}
+		w.vm = name
 		w.log.Debug("azure: watching the scheduled events of this VM", "vm", w.vm)
+	} else if w.unsure() && !time.Now().Before(w.nameDue) && w.readNameAgain(ctx) {
+		w.acted = false // the document is looked at again, for this name
 	}
 	timeout := w.cfg.RequestTimeout
 	if !w.answered {
@@ -118,7 +127,17 @@ func (w *watcher) once(ctx context.Context) error {
 	if doc.Events, err = parseEvents(raws); err != nil {
 		return fmt.Errorf("azure: scheduled events: %w", err)
 	}
+	if w.unsure() && len(doc.Events) > 0 && !namesVM(doc, w.vm) {
+		w.readNameAgain(ctx)
+	}
 	notices, problem := w.s.update(doc, w.vm, w.seen, time.Now(), w.log)
+	if !w.confirmed && namesVM(doc, w.vm) {
+		w.confirmed = true
+		w.health.Set(partName, nil) // never read again
+	}
+	if !w.confirmed && len(doc.Events) > 0 {
+		problem = errors.Join(problem, noneForVM(doc, w.vm))
+	}
 	w.health.Set(partContent, problem)
 	for _, nt := range notices {
 		w.log.Debug("azure: notice", "event", nt.Event, "notice", nt)
@@ -128,6 +147,86 @@ func (w *watcher) once(ctx context.Context) error {
 	}
 	w.incarnation, w.acted = doc.Incarnation, true
 	return nil
+}
+
+// unsure reports whether the VM's name may be wrong and may be read again.
+func (w *watcher) unsure() bool { return !w.fixed && !w.confirmed }
+
+// readName reads the VM's name and checks it against Azure's rules.
+func (w *watcher) readName(ctx context.Context) (string, error) {
+	w.nameDue = time.Now().Add(w.cfg.nameInterval)
+	body, err := w.get(ctx, pathVMName+nameQuery, w.cfg.RequestTimeout)
+	if err != nil {
+		w.nameDue = time.Now().Add(min(w.cfg.MaxBackoff, w.cfg.nameInterval))
+		return "", fmt.Errorf("azure: VM name: %w", err)
+	}
+	name := strings.TrimSpace(string(body))
+	if !validVMName(name) {
+		w.nameDue = time.Now().Add(min(w.cfg.MaxBackoff, w.cfg.nameInterval))
+		return "", fmt.Errorf("azure: VM name: the answer is not an Azure VM name: %q", clip(name))
+	}
+	return name, nil
+}
+
+// readNameAgain reads the VM's name again and reports whether it changed.
+// A failure keeps the name the watcher has, and shows in Status.
+func (w *watcher) readNameAgain(ctx context.Context) bool {
+	name, err := w.readName(ctx)
+	if ctx.Err() != nil {
+		return false
+	}
+	w.health.Set(partName, err)
+	if err != nil || strings.EqualFold(name, w.vm) {
+		return false
+	}
+	w.log.Info("azure: the VM's name read again is another", "was", w.vm, "vm", name)
+	w.vm = name
+	return true
+}
+
+// namesVM reports whether an event of doc concerns the VM named vm.
+func namesVM(doc document, vm string) bool {
+	for _, e := range doc.Events {
+		if e.forVM(vm) {
+			return true
+		}
+	}
+	return false
+}
+
+// noneForVM returns the problem of a document whose events concern other
+// VMs only, naming a few of them, or nil. It is normal in an availability
+// set (its document is shared) and the sign of a wrong name otherwise.
+func noneForVM(doc document, vm string) error {
+	if namesVM(doc, vm) {
+		return nil
+	}
+	const most = 3
+	var names []string
+	more := false
+	for _, e := range doc.Events {
+		for _, r := range e.Resources {
+			switch {
+			case slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, clip(r)) }):
+			case len(names) == most:
+				more = true
+			default:
+				names = append(names, clip(r))
+			}
+		}
+	}
+	which := "they name no VM"
+	if len(names) > 0 {
+		which = "they name " + strings.Join(names, ", ")
+		if more {
+			which += ", …"
+		}
+	}
+	n := fmt.Sprintf("%d scheduled events", len(doc.Events))
+	if len(doc.Events) == 1 {
+		n = "1 scheduled event"
+	}
+	return fmt.Errorf("azure: %s, none for this VM %q (%s): another VM's, or a wrong VM name", n, clip(vm), which)
 }
 
 // get reads path (with its query) and returns the body of a 200 answer.
@@ -156,38 +255,52 @@ func (w *watcher) get(ctx context.Context, path string, timeout time.Duration) (
 
 // update takes doc, read at now, as the events of the VM vm: it returns
 // the notices of what changed since the notices this Watch sent (seen,
-// which it updates), and the problem with events it could not report (nil
-// if none). An event of vm that cannot be reported but was before keeps
-// its place: it has not left the document, so it is not cleared.
+// which it updates), the problem with events it could not report (nil if
+// none). An EventId listed more than
+// once is the strongest of its entries (see event.strength). An event of
+// vm that cannot be reported but was before keeps its place: it has not
+// left the document, so it is not cleared.
 func (s *Source) update(doc document, vm string, seen map[string]string, now time.Time, log *slog.Logger) ([]termsig.Notice, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var notices []termsig.Notice
-	var problems []error
-	next := map[string]tracked{}
+	var order []string
+	mine := map[string]event{} // by key
 	for _, e := range doc.Events {
 		if !e.forVM(vm) {
 			log.Debug("azure: an event for other resources", "event", clip(e.EventID), "resources", len(e.Resources))
 			continue
 		}
-		if _, dup := next[e.EventID]; dup {
-			continue
+		k := e.key()
+		prev, dup := mine[k]
+		if !dup {
+			order = append(order, k)
 		}
+		if !dup || e.strength() > prev.strength() {
+			mine[k] = e
+		}
+	}
+	var notices []termsig.Notice
+	var problems []error
+	next := map[string]tracked{}
+	for _, k := range order {
+		e := mine[k]
 		if err := e.check(); err != nil {
 			problems = append(problems, err)
-			if prev, ok := s.current[e.EventID]; ok {
-				next[e.EventID] = prev
+			if prev, ok := s.current[k]; ok {
+				next[k] = prev
 			}
 			continue
 		}
-		nb, err := e.notBefore()
-		if err != nil {
-			problems = append(problems, err)
+		if k != e.EventID {
+			problems = append(problems, fmt.Errorf("azure: event %s: EventId of %d bytes (more than %d): its notices' Event is shortened", clip(e.EventID), len(e.EventID), maxEventID))
 		}
-		t := s.track(e, nb, now)
-		next[e.EventID] = t
-		if seen[e.EventID] != t.key {
-			seen[e.EventID] = t.key
+		t := s.track(e, k, now)
+		if t.nbErr != nil {
+			problems = append(problems, t.nbErr)
+		}
+		next[k] = t
+		if seen[k] != t.key {
+			seen[k] = t.key
 			notices = append(notices, e.notice(now, t.deadline))
 		}
 	}
@@ -211,22 +324,25 @@ func (s *Source) update(doc document, vm string, seen map[string]string, now tim
 	return notices, errors.Join(problems...)
 }
 
-// track returns what is kept of e, whose NotBefore is nb, read at now:
-// its generation kept if it was in the last document, its deadline kept
-// unless its type or NotBefore changed. s.mu is held.
-func (s *Source) track(e event, nb, now time.Time) tracked {
+// track returns what is kept of e, under key k, read at now: its
+// generation kept if it was in the last document, its deadline kept
+// unless its type or NotBefore changed (so that a NotBefore is judged
+// against the time its event was first seen with it). s.mu is held.
+func (s *Source) track(e event, k string, now time.Time) tracked {
 	key := e.EventType + "|" + e.NotBefore
-	t, ok := s.current[e.EventID]
+	t, ok := s.current[k]
 	if !ok {
 		s.gen++ // new, or back after it left: to be acknowledged anew
 		t.gen = s.gen
 	}
 	if !ok || t.key != key {
-		t.key, t.deadline = key, nb
-		if e.EventStatus == "Started" && nb.IsZero() {
+		t.key = key
+		t.deadline, t.nbErr = e.notBefore(now)
+		if e.EventStatus == "Started" && t.deadline.IsZero() {
 			t.deadline = now // under way: no time left
 		}
 	}
+	t.id = e.EventID
 	t.shared = len(e.Resources) > 1
 	return t
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,26 @@ func (h *harness) scheduled(id string) termsig.Notice {
 	nt := h.receive()
 	require.Equal(h.t, id, nt.Event)
 	return nt
+}
+
+// An EventId too long for a notice's Event is acknowledged by the EventId
+// itself, and its start is the same event.
+func TestReleaseOfLongEventIDAcknowledgesTheEventID(t *testing.T) {
+	h := start(t, options{})
+	long := strings.Repeat("e", 300)
+	h.srv.SetEvents(spot(long))
+	nt := h.receive()
+	require.Equal(t, termsig.Terminate, nt.Kind)
+	require.NotEqual(t, long, nt.Event)
+	ctx, cancel := background()
+	defer cancel()
+	require.NoError(t, h.n.Release(ctx, nt))
+	acks, err := h.srv.WaitStartRequests(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []string{long}, acks)
+	started := h.receive()
+	assert.Equal(t, nt.Event, started.Event)
+	assert.Equal(t, "Preempt started", started.Reason)
 }
 
 // Notifier.Release acknowledges the event: the fake gets
