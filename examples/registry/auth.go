@@ -49,6 +49,46 @@ func (s *Server) requireAdmin(token string) error {
 	return nil
 }
 
+// requireJoin checks that token may register a runner: the join token or
+// the admin token.
+func (s *Server) requireJoin(token string) error {
+	switch {
+	case token == "":
+		return errNoToken
+	case matches(s.joinHash, token) || matches(s.adminHash, token):
+		return nil
+	}
+	return errorf(http.StatusForbidden, "neither the join token nor the admin token")
+}
+
+// authJobReader checks that token may read job j (nil: there is no such
+// job): the admin token, or the token of a registered runner that runs it
+// or ran an attempt at it. Output is the job's, and may tell more than it
+// should: strangers, and other runners, read none of it.
+func (s *Server) authJobReader(st *state, j *jobRecord, token string) error {
+	switch {
+	case token == "":
+		return errNoToken
+	case matches(s.adminHash, token):
+		return nil
+	case j == nil:
+		return errorf(http.StatusForbidden, "not the admin token")
+	}
+	ran := func(id string) bool {
+		_, rn := st.runner(id)
+		return rn != nil && matches(rn.TokenHash, token)
+	}
+	if j.RunnerID != "" && ran(j.RunnerID) {
+		return nil
+	}
+	for _, a := range j.History {
+		if ran(a.RunnerID) {
+			return nil
+		}
+	}
+	return errorf(http.StatusForbidden, "neither the admin token nor the token of a runner of job %s", j.ID)
+}
+
 // authRunner checks that token is runner id's own, or with admin the admin
 // token, and returns the runner. An unknown runner is 404, so that a
 // runner whose registration is gone (removed, or its lease lapsed) can

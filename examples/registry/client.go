@@ -14,9 +14,10 @@ import (
 
 // Client talks to a registry. Its methods are safe for concurrent use.
 //
-// A runner's own requests (Claim, Heartbeat, Report, Remove of itself) take
-// its token, and enqueueing and removing other runners take the admin
-// token: see [Client.WithToken].
+// Registering takes the join token (or the admin token); a runner's own
+// requests (Claim, Heartbeat, Report, Remove of itself, Job of its own jobs)
+// take its token; enqueueing, listing jobs and removing other runners take
+// the admin token: see [Client.WithToken].
 //
 // A non-2xx answer is returned as an [*APIError] (see [ErrNotFound] and
 // [ErrConflict]). Any other error, such as a refused connection, a timeout
@@ -39,9 +40,9 @@ func NewClient(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: hc}
 }
 
-// WithToken returns a Client that presents token with each request: a
-// runner's own token (from [Registration]) or the admin token. c is not
-// changed.
+// WithToken returns a Client that presents token with each request: the
+// join token, a runner's own token (from [Registration]) or the admin
+// token. c is not changed.
 func (c *Client) WithToken(token string) *Client {
 	cc := *c
 	cc.token = token
@@ -49,8 +50,9 @@ func (c *Client) WithToken(token string) *Client {
 }
 
 // Register registers a runner and returns its registration, with the
-// token that its later requests need. Names need not be unique: the token,
-// not the name, identifies the registration.
+// token that its later requests need; it takes the join token or the admin
+// token. Names need not be unique: the token, not the name, identifies the
+// registration.
 func (c *Client) Register(ctx context.Context, name string, labels []string) (Registration, error) {
 	if labels == nil {
 		labels = []string{}
@@ -120,14 +122,15 @@ func (c *Client) Enqueue(ctx context.Context, command string) (Job, error) {
 	return j, err
 }
 
-// Jobs lists all jobs, oldest first.
+// Jobs lists all jobs, oldest first; it takes the admin token.
 func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 	var js []Job
 	_, err := c.do(ctx, http.MethodGet, "/jobs", nil, &js)
 	return js, err
 }
 
-// Job returns one job, or fails with [ErrNotFound].
+// Job returns one job, or fails with [ErrNotFound]; it takes the admin
+// token, or the token of a runner that runs the job or ran it.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
 	_, err := c.do(ctx, http.MethodGet, "/jobs/"+url.PathEscape(id), nil, &j)

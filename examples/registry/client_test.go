@@ -27,6 +27,18 @@ func TestClientErrors(t *testing.T) {
 			_, err := f.c.Register(ctx, "", nil)
 			return err
 		}, 400, nil},
+		{"register without a token", func(ctx context.Context, f *fixture) error {
+			_, err := f.c.WithToken("").Register(ctx, "stranger", nil)
+			return err
+		}, 401, registry.ErrUnauthorized},
+		{"jobs as a runner", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-1").Jobs(ctx)
+			return err
+		}, 403, registry.ErrUnauthorized},
+		{"another runner's job", func(ctx context.Context, f *fixture) error {
+			_, err := f.as("r-2").Job(ctx, "j-1")
+			return err
+		}, 403, registry.ErrUnauthorized},
 		{"remove unknown", func(ctx context.Context, f *fixture) error {
 			return f.c.Remove(ctx, "r-9")
 		}, 404, registry.ErrNotFound},
@@ -143,10 +155,11 @@ func TestClientRoundTrip(t *testing.T) {
 	f := newFixture(t)
 	c := registry.NewClient(f.ts.URL+"/", nil) // trailing slash and default http.Client
 
-	r, err := c.Register(t.Context(), "a b&c=d", nil) // a name that needs escaping in a query
+	join := c.WithToken(joinToken)
+	r, err := join.Register(t.Context(), "a b&c=d", nil) // a name that needs escaping in a query
 	require.NoError(t, err)
 	assert.Equal(t, []string{}, r.Labels)
-	_, err = c.Register(t.Context(), "a", []string{"x"})
+	_, err = join.Register(t.Context(), "a", []string{"x"})
 	require.NoError(t, err)
 
 	rs, err := c.Runners(t.Context(), "a b&c=d")
@@ -157,13 +170,14 @@ func TestClientRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, rs, 2)
 
-	js, err := c.Jobs(t.Context())
+	admin := c.WithToken(adminToken)
+	js, err := admin.Jobs(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []registry.Job{}, js)
 
-	queued, err := c.WithToken(adminToken).Enqueue(t.Context(), "echo hi")
+	queued, err := admin.Enqueue(t.Context(), "echo hi")
 	require.NoError(t, err)
-	got, err := c.Job(t.Context(), queued.ID)
+	got, err := admin.Job(t.Context(), queued.ID)
 	require.NoError(t, err)
 	assert.Equal(t, queued, got)
 

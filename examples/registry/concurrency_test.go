@@ -82,7 +82,7 @@ func TestConcurrentRegisterSameName(t *testing.T) {
 	)
 	for range n {
 		wg.Go(func() {
-			r, err := f.c.WithToken("").Register(t.Context(), "same", nil)
+			r, err := f.c.WithToken(joinToken).Register(t.Context(), "same", nil)
 			if err != nil {
 				errs <- err
 				return

@@ -21,10 +21,17 @@ const (
 // Config holds a [Server]'s settings. A nil *Config means the defaults,
 // and so does the zero value of each field.
 type Config struct {
-	// AdminToken is the secret that enqueueing a job and removing another
-	// runner's registration require, presented as "Authorization: Bearer
-	// TOKEN". Empty: nobody can do either (403).
+	// AdminToken is the secret that enqueueing a job, listing the jobs and
+	// removing another runner's registration require, presented as
+	// "Authorization: Bearer TOKEN"; it also registers runners and reads
+	// any job. Empty: nobody can do those (403).
 	AdminToken string
+
+	// JoinToken is the secret that registering a runner requires, presented
+	// as "Authorization: Bearer TOKEN": give it to the runners, and keep the
+	// admin token for operators. The admin token registers too. Empty: only
+	// the admin token does.
+	JoinToken string
 
 	// Lease is how long a runner stays registered without a request from
 	// it (a claim, a heartbeat, a report). When it lapses the registry

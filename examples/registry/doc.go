@@ -1,7 +1,8 @@
 // Package registry is a small stand-in for a CI service: runners register,
 // claim queued jobs, run them and report how they ended, all over HTTP/JSON.
-// A registration is identified by a secret token, given at registration;
-// enqueueing and removing other runners take an admin token.
+// Registering takes a join token; a registration is identified by a secret
+// token, given at registration; enqueueing, reading jobs and removing other
+// runners take an admin token.
 // It exists so that the termsig example runner (examples/runner) can be
 // shown draining, re-queuing and unregistering against something real on
 // loopback, without a GitHub or GitLab account. It is written to be read and
@@ -14,14 +15,14 @@
 // after every change, atomically, so that a restarted registry carries on
 // where it stopped and never hands out an id twice:
 //
-//	srv, err := registry.NewServer("registry.json", &registry.Config{AdminToken: token})
+//	srv, err := registry.NewServer("registry.json", &registry.Config{AdminToken: admin, JoinToken: join})
 //	if err != nil {
 //		return err
 //	}
 //	http.ListenAndServe("127.0.0.1:8321", srv)
 //
-// The command in cmd/registry does exactly that, with logging, an admin
-// token file, flags for the [Config] and a clean shutdown on SIGTERM or
+// The command in cmd/registry does exactly that, with logging, admin and
+// join token files, flags for the [Config] and a clean shutdown on SIGTERM or
 // SIGINT.
 //
 // Each runner has a lease ([Config.Lease]), renewed by its requests; when
@@ -32,7 +33,7 @@
 // # Client
 //
 // [NewClient] returns a [Client] for the API; [Client.WithToken] one that
-// presents a runner's token or the admin token. A non-2xx answer is an
+// presents the join token, a runner's token or the admin token. A non-2xx answer is an
 // [*APIError]; errors.Is(err, [ErrNotFound]), errors.Is(err, [ErrConflict])
 // and errors.Is(err, [ErrUnauthorized]) pick out 404, 409, and 401 or 403.
 // Any other error means the registry could not be reached or answered

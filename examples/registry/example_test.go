@@ -19,7 +19,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"), &registry.Config{AdminToken: "admin-secret"})
+	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"), &registry.Config{AdminToken: "admin-secret", JoinToken: "join-secret"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,7 +30,8 @@ func Example() {
 	c := registry.NewClient(ts.URL, ts.Client())
 	admin := c.WithToken("admin-secret")
 
-	runner, err := c.Register(ctx, "ci-1", []string{"linux"})
+	// Registering takes the join token, given to the runners.
+	runner, err := c.WithToken("join-secret").Register(ctx, "ci-1", []string{"linux"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func ExampleClient_Report_interrupted() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"), &registry.Config{AdminToken: "admin-secret"})
+	srv, err := registry.NewServer(filepath.Join(dir, "registry.json"), &registry.Config{AdminToken: "admin-secret", JoinToken: "join-secret"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,8 +90,9 @@ func ExampleClient_Report_interrupted() {
 
 	ctx := context.Background()
 	c := registry.NewClient(ts.URL, ts.Client())
-	spot, _ := c.Register(ctx, "spot-1", nil)
-	other, _ := c.Register(ctx, "on-demand-1", nil)
+	join := c.WithToken("join-secret")
+	spot, _ := join.Register(ctx, "spot-1", nil)
+	other, _ := join.Register(ctx, "on-demand-1", nil)
 	c.WithToken("admin-secret").Enqueue(ctx, "make test")
 	job, _ := c.WithToken(spot.Token).Claim(ctx, spot.ID)
 

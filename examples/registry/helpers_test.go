@@ -16,8 +16,11 @@ import (
 	"github.com/termsig/termsig/examples/registry"
 )
 
-// adminToken is the fixtures' admin token.
-const adminToken = "admin-secret"
+// adminToken and joinToken are the fixtures' admin and join tokens.
+const (
+	adminToken = "admin-secret"
+	joinToken  = "join-secret"
+)
 
 // fixture is a registry on a real loopback HTTP server, with its state file
 // in t.TempDir().
@@ -40,14 +43,15 @@ func openFixture(t *testing.T, path string) *fixture {
 }
 
 // openFixtureWith serves a new Server loaded from path, with cfg (its
-// AdminToken is always adminToken) and the clock now (nil: time.Now).
+// AdminToken is always adminToken, its JoinToken joinToken) and the clock
+// now (nil: time.Now).
 func openFixtureWith(t *testing.T, path string, cfg *registry.Config, now func() time.Time) *fixture {
 	t.Helper()
 	c := registry.Config{}
 	if cfg != nil {
 		c = *cfg
 	}
-	c.AdminToken = adminToken
+	c.AdminToken, c.JoinToken = adminToken, joinToken
 	if now == nil {
 		now = time.Now
 	}
@@ -83,11 +87,14 @@ func (f *fixture) call(t *testing.T, auth, method, path, body string) (int, http
 	return resp.StatusCode, resp.Header, b
 }
 
-// token returns the token that auth names: "admin", a runner id
+// token returns the token that auth names: "admin", "join", a runner id
 // registered through f, "" for none, or anything else as itself.
 func (f *fixture) token(auth string) string {
-	if auth == "admin" {
+	switch auth {
+	case "admin":
 		return adminToken
+	case "join":
+		return joinToken
 	}
 	if tok, ok := f.tokens[auth]; ok {
 		return tok
@@ -97,7 +104,7 @@ func (f *fixture) token(auth string) string {
 
 func (f *fixture) register(t *testing.T, name string, labels ...string) registry.Registration {
 	t.Helper()
-	r, err := f.c.WithToken("").Register(t.Context(), name, labels)
+	r, err := f.c.WithToken(joinToken).Register(t.Context(), name, labels)
 	require.NoError(t, err)
 	f.tokens[r.ID] = r.Token
 	return r

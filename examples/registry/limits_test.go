@@ -40,11 +40,27 @@ func TestMaxRunners(t *testing.T) {
 	for i := range 3 {
 		f.register(t, fmt.Sprint(i))
 	}
-	status, _, body := f.call(t, "", "POST", "/runners", `{"name":"one too many"}`)
+	status, _, body := f.call(t, "join", "POST", "/runners", `{"name":"one too many"}`)
 	assert.Equal(t, http.StatusTooManyRequests, status)
 	assert.Contains(t, string(body), "3 runners are registered")
 	require.NoError(t, f.as("r-1").Remove(t.Context(), "r-1"))
 	f.register(t, "room again")
+}
+
+// Strangers, who hold neither the join token nor the admin token, cannot
+// register, so they cannot use up MaxRunners: a runner with the join
+// token still gets in.
+func TestStrangersCannotFillTheRegistry(t *testing.T) {
+	f := openFixtureWith(t, filepath.Join(t.TempDir(), "registry.json"), &registry.Config{MaxRunners: 3}, nil)
+	refused := 0
+	for i := range 10 {
+		if status, _, _ := f.call(t, "", "POST", "/runners", fmt.Sprintf(`{"name":"stranger-%d"}`, i)); status == http.StatusUnauthorized {
+			refused++
+		}
+	}
+	assert.Equal(t, 10, refused, "registrations without a token refused")
+	assert.Empty(t, f.snapshot(t).Runners)
+	f.register(t, "legitimate")
 }
 
 // Commands and outputs bounded by configuration; the request body limit

@@ -139,7 +139,7 @@ func TestValidFileLoads(t *testing.T) {
 	require.Equal(t, 200, status)
 	assert.Contains(t, string(body), `"labels":[]`)
 	assert.NotContains(t, string(body), "token")
-	status, _, body = f.call(t, "", "GET", "/jobs", "")
+	status, _, body = f.call(t, "admin", "GET", "/jobs", "")
 	require.Equal(t, 200, status)
 	assert.Contains(t, string(body), `"history":[]`)
 	j, err := f.c.WithToken("r-2's token").Report(t.Context(), "j-2", registry.Result{RunnerID: "r-2", State: registry.JobSucceeded})
@@ -162,7 +162,7 @@ func TestFailedSaveChangesNothing(t *testing.T) {
 
 	require.NoError(t, os.RemoveAll(dir))
 	for _, req := range []struct{ auth, method, path, body string }{
-		{"", "POST", "/runners", `{"name":"b"}`},
+		{"join", "POST", "/runners", `{"name":"b"}`},
 		{"admin", "POST", "/jobs", `{"command":"echo"}`},
 		{"r-1", "POST", "/jobs/j-1/result", `{"runner_id":"r-1","state":"succeeded"}`},
 		{"r-1", "POST", "/jobs/j-1/result", `{"runner_id":"r-1","state":"interrupted"}`},

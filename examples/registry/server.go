@@ -33,6 +33,7 @@ type Server struct {
 	path      string
 	cfg       Config
 	adminHash string // of cfg.AdminToken; "" if none
+	joinHash  string // of cfg.JoinToken; "" if none
 	now       func() time.Time
 	mux       *http.ServeMux
 
@@ -63,6 +64,9 @@ func newServer(statePath string, cfg *Config, now func() time.Time) (*Server, er
 	s := &Server{path: statePath, cfg: cfg.withDefaults(), now: now, st: st, leases: map[string]time.Time{}, mux: http.NewServeMux()}
 	if s.cfg.AdminToken != "" {
 		s.adminHash = tokenHash(s.cfg.AdminToken)
+	}
+	if s.cfg.JoinToken != "" {
+		s.joinHash = tokenHash(s.cfg.JoinToken)
 	}
 	s.heard = now()
 	s.syncLeases()
@@ -171,7 +175,13 @@ func (s *Server) commit(fn func(st *state, now time.Time) error) error {
 	return nil
 }
 
+// register registers a runner; it takes the join token or the admin
+// token.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	if err := s.requireJoin(bearer(r)); err != nil {
+		writeErr(w, err)
+		return
+	}
 	var body struct {
 		Name   string   `json:"name"`
 		Labels []string `json:"labels"`
@@ -395,7 +405,12 @@ func forgetFinished(st *state) string {
 	return ""
 }
 
+// listJobs lists every job, with its output; it takes the admin token.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	if err := s.requireAdmin(bearer(r)); err != nil {
+		writeErr(w, err)
+		return
+	}
 	st := s.current()
 	list := make([]Job, len(st.Jobs))
 	for i, j := range st.Jobs {
@@ -404,9 +419,16 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
+// getJob returns one job; it takes the admin token or the token of a
+// runner that runs it or ran it (see authJobReader).
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	j := s.current().job(id)
+	st := s.current()
+	j := st.job(id)
+	if err := s.authJobReader(st, j, bearer(r)); err != nil {
+		writeErr(w, err)
+		return
+	}
 	if j == nil {
 		writeError(w, http.StatusNotFound, "no job "+id)
 		return

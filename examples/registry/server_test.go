@@ -34,7 +34,7 @@ func TestEndpoints(t *testing.T) {
 		check        func(t *testing.T, f *fixture, body []byte) // optional
 	}{
 		// POST /runners
-		{name: "register", method: "POST", path: "/runners", body: `{"name":"new","labels":["gpu"]}`, status: 201,
+		{name: "register", auth: "join", method: "POST", path: "/runners", body: `{"name":"new","labels":["gpu"]}`, status: 201,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				r := decodeJSON[registry.Runner](t, b)
 				assert.Equal(t, "r-3", r.ID)
@@ -43,20 +43,20 @@ func TestEndpoints(t *testing.T) {
 				assert.False(t, r.RegisteredAt.IsZero())
 				assert.Empty(t, r.JobID)
 			}},
-		{name: "register without labels", method: "POST", path: "/runners", body: `{"name":"new"}`, status: 201,
+		{name: "register without labels", auth: "join", method: "POST", path: "/runners", body: `{"name":"new"}`, status: 201,
 			check: func(t *testing.T, f *fixture, b []byte) { assert.Contains(t, string(b), `"labels":[]`) }},
-		{name: "register null labels", method: "POST", path: "/runners", body: `{"name":"new","labels":null}`, status: 201,
+		{name: "register null labels", auth: "join", method: "POST", path: "/runners", body: `{"name":"new","labels":null}`, status: 201,
 			check: func(t *testing.T, f *fixture, b []byte) { assert.Contains(t, string(b), `"labels":[]`) }},
-		{name: "register empty name", method: "POST", path: "/runners", body: `{"name":"","labels":[]}`, status: 400},
-		{name: "register blank name", method: "POST", path: "/runners", body: `{"name":"  "}`, status: 400},
-		{name: "register no body", method: "POST", path: "/runners", status: 400},
-		{name: "register null", method: "POST", path: "/runners", body: `null`, status: 400},
-		{name: "register bad JSON", method: "POST", path: "/runners", body: `{"name":`, status: 400},
-		{name: "register wrong type", method: "POST", path: "/runners", body: `{"name":3}`, status: 400},
-		{name: "register trailing data", method: "POST", path: "/runners", body: `{"name":"a"} {}`, status: 400},
-		{name: "register body too large", method: "POST", path: "/runners", body: `{"name":"` + strings.Repeat("a", 1<<20) + `"}`, status: 413},
+		{name: "register empty name", auth: "join", method: "POST", path: "/runners", body: `{"name":"","labels":[]}`, status: 400},
+		{name: "register blank name", auth: "join", method: "POST", path: "/runners", body: `{"name":"  "}`, status: 400},
+		{name: "register no body", auth: "join", method: "POST", path: "/runners", status: 400},
+		{name: "register null", auth: "join", method: "POST", path: "/runners", body: `null`, status: 400},
+		{name: "register bad JSON", auth: "join", method: "POST", path: "/runners", body: `{"name":`, status: 400},
+		{name: "register wrong type", auth: "join", method: "POST", path: "/runners", body: `{"name":3}`, status: 400},
+		{name: "register trailing data", auth: "join", method: "POST", path: "/runners", body: `{"name":"a"} {}`, status: 400},
+		{name: "register body too large", auth: "join", method: "POST", path: "/runners", body: `{"name":"` + strings.Repeat("a", 1<<20) + `"}`, status: 413},
 		// Names are not unique: the token, not the name, identifies a registration.
-		{name: "register a name that is taken", method: "POST", path: "/runners", body: `{"name":"busy"}`, status: 201,
+		{name: "register a name that is taken", auth: "join", method: "POST", path: "/runners", body: `{"name":"busy"}`, status: 201,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				r := decodeJSON[registry.Registration](t, b)
 				assert.Equal(t, "r-3", r.ID)
@@ -64,9 +64,13 @@ func TestEndpoints(t *testing.T) {
 				assert.NotEqual(t, f.tokens["r-1"], r.Token)
 				assert.Equal(t, registry.DefaultLease, r.Lease())
 			}},
-		{name: "register long name", method: "POST", path: "/runners", body: `{"name":"` + strings.Repeat("a", 257) + `"}`, status: 400},
-		{name: "register too many labels", method: "POST", path: "/runners", body: `{"name":"a","labels":[` + strings.Repeat(`"x",`, 32) + `"x"]}`, status: 400},
-		{name: "register long label", method: "POST", path: "/runners", body: `{"name":"a","labels":["` + strings.Repeat("a", 257) + `"]}`, status: 400},
+		{name: "register without a token", method: "POST", path: "/runners", body: `{"name":"stranger"}`, status: 401},
+		{name: "register with a made-up token", auth: "guess", method: "POST", path: "/runners", body: `{"name":"stranger"}`, status: 403},
+		{name: "register with a runner's token", auth: "r-1", method: "POST", path: "/runners", body: `{"name":"stranger"}`, status: 403},
+		{name: "register with the admin token", auth: "admin", method: "POST", path: "/runners", body: `{"name":"operator's"}`, status: 201},
+		{name: "register long name", auth: "join", method: "POST", path: "/runners", body: `{"name":"` + strings.Repeat("a", 257) + `"}`, status: 400},
+		{name: "register too many labels", auth: "join", method: "POST", path: "/runners", body: `{"name":"a","labels":[` + strings.Repeat(`"x",`, 32) + `"x"]}`, status: 400},
+		{name: "register long label", auth: "join", method: "POST", path: "/runners", body: `{"name":"a","labels":["` + strings.Repeat("a", 257) + `"]}`, status: 400},
 
 		// GET /runners
 		{name: "list runners", method: "GET", path: "/runners", status: 200,
@@ -157,7 +161,7 @@ func TestEndpoints(t *testing.T) {
 		{name: "enqueue with a runner's token", auth: "r-1", method: "POST", path: "/jobs", body: `{"command":"true"}`, status: 403},
 
 		// GET /jobs, GET /jobs/{id}
-		{name: "list jobs", method: "GET", path: "/jobs", status: 200,
+		{name: "list jobs", auth: "admin", method: "GET", path: "/jobs", status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				js := decodeJSON[[]registry.Job](t, b)
 				require.Len(t, js, 2)
@@ -168,11 +172,18 @@ func TestEndpoints(t *testing.T) {
 				assert.Equal(t, registry.JobQueued, js[1].State)
 				assert.NotContains(t, string(b), "null")
 			}},
-		{name: "get job", method: "GET", path: "/jobs/j-2", status: 200,
+		{name: "get job", auth: "admin", method: "GET", path: "/jobs/j-2", status: 200,
 			check: func(t *testing.T, f *fixture, b []byte) {
 				assert.Equal(t, "echo two", decodeJSON[registry.Job](t, b).Command)
 			}},
-		{name: "get unknown job", method: "GET", path: "/jobs/j-9", status: 404},
+		{name: "get job with its runner's token", auth: "r-1", method: "GET", path: "/jobs/j-1", status: 200},
+		{name: "get unknown job", auth: "admin", method: "GET", path: "/jobs/j-9", status: 404},
+		{name: "get unknown job with a runner's token", auth: "r-1", method: "GET", path: "/jobs/j-9", status: 403},
+		{name: "list jobs without a token", method: "GET", path: "/jobs", status: 401},
+		{name: "list jobs with a runner's token", auth: "r-1", method: "GET", path: "/jobs", status: 403},
+		{name: "get job without a token", method: "GET", path: "/jobs/j-1", status: 401},
+		{name: "get job with another runner's token", auth: "r-2", method: "GET", path: "/jobs/j-1", status: 403},
+		{name: "get job with a made-up token", auth: "guess", method: "GET", path: "/jobs/j-1", status: 403},
 
 		// POST /jobs/{id}/result
 		{name: "report succeeded", auth: "r-1", method: "POST", path: "/jobs/j-1/result", body: `{"runner_id":"r-1","state":"succeeded","exit_code":0,"output":"one\n"}`, status: 200,

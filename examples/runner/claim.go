@@ -75,7 +75,7 @@ func (r *runner) claim() {
 		r.setPending(&pendingReport{Job: *job, Result: Result{ExitCode: -1, Reason: "runner leaving before the job started", Status: "not started"}, Requeue: true})
 		return
 	}
-	p, err := start(job, r.cfg.name, r.cfg.jobEnv)
+	p, err := start(job, r.cfg.name, r.cfg.jobEnv, r.cfg.jobUser)
 	if err != nil {
 		r.tl.Printf("job %s could not start: %v", job.ID, err)
 		r.setPending(&pendingReport{Job: *job, Result: Result{ExitCode: -1, Output: err.Error(), Status: "not started"}})

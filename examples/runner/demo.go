@@ -46,8 +46,10 @@ func runDemo(tl *timeline, cfg config) int {
 		return exitStartup
 	}
 	defer os.RemoveAll(dir)
-	admin := rand.Text()
-	url, stopRegistry, err := startDemoRegistry(filepath.Join(dir, "registry.json"), admin)
+	// The demo makes its own tokens: the operator's, which queues and
+	// reads jobs, and the runner's join token, which registers.
+	admin, join := rand.Text(), rand.Text()
+	url, stopRegistry, err := startDemoRegistry(filepath.Join(dir, "registry.json"), admin, join)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return exitStartup
@@ -55,29 +57,30 @@ func runDemo(tl *timeline, cfg config) int {
 	defer stopRegistry()
 	client := registry.NewClient(url, nil)
 	cfg.service = url
+	cfg.joinToken = secret(join)
 	cfg.statePath = filepath.Join(dir, "runner-state.json")
 	fake := imdstest.NewServer()
 	defer fake.Close()
 	fmt.Fprintf(os.Stderr, "demo: registry on %s with %d jobs queued; fake IMDS on %s\n", url, len(demoJobs), fake.URL)
 	fmt.Fprintf(os.Stderr, "demo: once job %s has run for %v, the fake IMDS announces a spot interruption with a deadline %v later\n\n", demoLongJob, demoNoticeAfter, demoDeadline)
 
-	stopAnnouncer := announceWhenRunning(client, fake, tl)
+	stopAnnouncer := announceWhenRunning(client.WithToken(admin), fake, tl)
 	defer stopAnnouncer()
 	code := runDemoRunner(tl, cfg, client, fake.URL)
 
 	fmt.Fprintln(os.Stderr)
-	if err := printState(os.Stderr, client); err != nil {
+	if err := printState(os.Stderr, client.WithToken(admin)); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 	}
 	fmt.Fprintf(os.Stderr, "\nrunner exit status %d\n", code)
 	return code
 }
 
-// startDemoRegistry serves a registry with its state in statePath and the
-// admin token admin on a loopback port, queues the demo's jobs, and returns
-// its URL and a function that stops it.
-func startDemoRegistry(statePath, admin string) (url string, stop func(), err error) {
-	reg, err := registry.NewServer(statePath, &registry.Config{AdminToken: admin})
+// startDemoRegistry serves a registry with its state in statePath, the
+// admin token admin and the join token join on a loopback port, queues the
+// demo's jobs, and returns its URL and a function that stops it.
+func startDemoRegistry(statePath, admin, join string) (url string, stop func(), err error) {
+	reg, err := registry.NewServer(statePath, &registry.Config{AdminToken: admin, JoinToken: join})
 	if err != nil {
 		return "", nil, err
 	}
@@ -112,7 +115,7 @@ func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL st
 	defer n.Stop()
 	r := &runner{
 		cfg:     cfg,
-		svc:     registryService{client},
+		svc:     registryService{client.WithToken(cfg.joinToken.reveal())},
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,

@@ -57,6 +57,9 @@ func newGroup(env []string) (*group, error) {
 	defer readyR.Close()
 	keeper := exec.Command("/bin/sh", "-c", keeperScript)
 	keeper.Env = env
+	// Not the runner's directory: the keeper is dumpable, and a job of the
+	// runner's user would find the state file in /proc/KEEPER/cwd.
+	keeper.Dir = "/"
 	keeper.Stdin, keeper.Stdout = lifeR, readyW
 	keeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = keeper.Start()

@@ -175,9 +175,11 @@ func TestAProcessThatLeftTheJobsGroupDiesWithTheJob(t *testing.T) {
 	}
 }
 
-// The shipped unit runs the runner, and so its jobs, as a user of its own,
-// not root, with a state directory for its token.
-func TestUnitRunsAsANonRootUser(t *testing.T) {
+// The shipped unit runs the jobs as a user of their own, neither root nor
+// the runner's (which runs as root, so that -user works), with a state
+// directory closed to them and the join token as a credential, not in the
+// command line.
+func TestUnitRunsJobsAsAnotherUser(t *testing.T) {
 	b, err := os.ReadFile("runner.service")
 	require.NoError(t, err)
 	settings := map[string]string{}
@@ -186,9 +188,38 @@ func TestUnitRunsAsANonRootUser(t *testing.T) {
 			settings[k] = v
 		}
 	}
-	if settings["DynamicUser"] != "yes" {
-		user := settings["User"]
-		assert.True(t, user != "" && user != "root" && user != "0", "User=%q, DynamicUser=%q", user, settings["DynamicUser"])
+	args := strings.Fields(settings["ExecStart"])
+	flag := func(name string) string {
+		for i, a := range args {
+			if a == name && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+		return ""
 	}
+	user := flag("-user")
+	assert.True(t, user != "" && user != "root" && user != "0", "-user %q", user)
+	assert.Empty(t, settings["DynamicUser"], "-user takes a runner that runs as root")
+	assert.Contains(t, []string{"", "root", "0"}, settings["User"], "-user takes a runner that runs as root")
+	assert.Equal(t, "yes", settings["NoNewPrivileges"])
 	assert.NotEmpty(t, settings["StateDirectory"], "somewhere for -state")
+	assert.Equal(t, "0700", settings["StateDirectoryMode"])
+	assert.True(t, strings.HasPrefix(settings["LoadCredential"], "join-token:"), "LoadCredential=%q", settings["LoadCredential"])
+	assert.Equal(t, "%d/join-token", flag("-join-token-file"))
+}
+
+// Registering takes the registry's join token: a runner without it is
+// refused, says why, and gives up at -register-timeout; with it, in the
+// environment rather than a file, it registers.
+func TestRegisteringTakesTheJoinToken(t *testing.T) {
+	e := newEnv(t)
+	r := e.runner(nil, "-join-token-file", "", "-register-timeout", "300ms")
+	r.waitLine(`registering failed: .*401.*join token`, 1)
+	assert.Equal(t, 1, r.waitExit())
+	assert.Empty(t, e.runners())
+
+	r = e.runner([]string{"TERMSIG_JOIN_TOKEN=" + joinToken}, "-join-token-file", "")
+	r.waitLine(`registered as r-1`, 1)
+	r.signal(syscall.SIGTERM)
+	assert.Equal(t, 0, r.waitExit())
 }

@@ -27,7 +27,7 @@ type process struct {
 }
 
 // start runs job.Command with sh -c in a new process group, with the
-// environment of jobEnvironment. Every process of the job carries the
+// environment of jobEnvironment, as the user as (nil: the runner's). Every process of the job carries the
 // runner's name and pid in its environment, so that the next runner of
 // that name kills what its keeper could not (see killLeftovers), and a
 // marker of its own, so that when the job ends the runner kills what left
@@ -37,9 +37,11 @@ type process struct {
 // shell exits, which in Go can happen while the runner lives on, and it
 // reaches the shell only, not what the shell started. The group's keeper
 // kills the whole group, and only when the runner's process ends.
-func start(job *Job, runnerName string, allow []string) (*process, error) {
+func start(job *Job, runnerName string, allow []string, as *jobUser) (*process, error) {
 	marker := rand.Text()
-	env := jobEnvironment(allow, runnerName, job.ID, marker)
+	env := jobEnvironment(allow, runnerName, job.ID, marker, as)
+	// The keeper runs as the runner's user: a job of another user cannot
+	// kill it, nor so escape the SIGKILL it sends when the runner dies.
 	g, err := newGroup(env)
 	if err != nil {
 		return nil, err
@@ -47,8 +49,12 @@ func start(job *Job, runnerName string, allow []string) (*process, error) {
 	// A directory of the job's own, not the runner's: the runner's state
 	// file (its token) must not be one `cat *.json` away.
 	dir, err := os.MkdirTemp("", "termsig-job-")
+	if err == nil && as != nil {
+		err = os.Chown(dir, as.uid, as.gid)
+	}
 	if err != nil {
 		g.end()
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	cmd := exec.Command("/bin/sh", "-c", job.Command)
@@ -57,6 +63,9 @@ func start(job *Job, runnerName string, allow []string) (*process, error) {
 	out := &tail{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.id()}
+	if as != nil {
+		cmd.SysProcAttr.Credential = as.credential
+	}
 	// A process that leaves the group but keeps the output pipe open must
 	// not keep Wait from returning once the job itself has exited.
 	cmd.WaitDelay = time.Second
@@ -72,14 +81,20 @@ func start(job *Job, runnerName string, allow []string) (*process, error) {
 
 // jobEnvironment returns the environment of a job's processes: only the
 // runner's variables named in allow (the runner's environment may hold
-// secrets that a job could print), then CI=true, the job's id and the
-// runner's markers.
-func jobEnvironment(allow []string, runnerName, jobID, marker string) []string {
+// secrets that a job could print), with HOME, USER and LOGNAME those of as
+// if not nil, then CI=true, the job's id and the runner's markers.
+func jobEnvironment(allow []string, runnerName, jobID, marker string, as *jobUser) []string {
 	var env []string
 	for _, name := range allow {
+		if as != nil && (name == "HOME" || name == "USER" || name == "LOGNAME") {
+			continue
+		}
 		if v, ok := os.LookupEnv(name); ok {
 			env = append(env, name+"="+v)
 		}
+	}
+	if as != nil {
+		env = append(env, "HOME="+as.home, "USER="+as.name, "LOGNAME="+as.name)
 	}
 	return append(env,
 		"CI=true",

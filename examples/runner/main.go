@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,11 @@ func main() { os.Exit(realMain(os.Args[1:])) }
 // realMain runs the runner with the command-line arguments args and
 // returns its exit status.
 func realMain(args []string) int {
+	// First, before any secret is read: jobs, and other processes of the
+	// runner's user, must not read them in its memory or /proc files.
+	if err := hideFromSameUser(); err != nil {
+		fmt.Fprintln(os.Stderr, "runner: cannot hide from processes of its own user (PR_SET_DUMPABLE):", err)
+	}
 	cfg, fl, err := parseFlags(args)
 	if err != nil {
 		return exitUsage
@@ -51,9 +57,10 @@ func realMain(args []string) int {
 	n := termsig.Config{Logger: log}.New(picked...)
 	defer n.Stop()
 	tl.Printf("runner %s starting (pid %d), CI service %s, sources %s", cfg.name, os.Getpid(), fl.registry, sourceNames(picked))
+	tl.Printf("jobs run as %s", jobsRunAs(cfg.jobUser))
 	r := &runner{
 		cfg:     cfg,
-		svc:     registryService{registry.NewClient(fl.registry, nil)},
+		svc:     registryService{registry.NewClient(fl.registry, nil).WithToken(cfg.joinToken.reveal())},
 		tl:      tl,
 		notices: n.C(),
 		stop:    n.Stop,
@@ -81,11 +88,13 @@ func parseFlags(args []string) (config, flags, error) {
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
 	cfg := config{resumeID: os.Getenv(runnerIDEnv)}
 	var fl flags
-	var labels, jobEnv string
+	var labels, jobEnv, joinFile, runAs string
 	fs.StringVar(&fl.registry, "registry", "http://127.0.0.1:8321", "base URL of the CI service (the example registry)")
 	fs.StringVar(&cfg.name, "name", host, "runner name (need not be unique: a token identifies the registration)")
 	fs.StringVar(&cfg.statePath, "state", defaultStatePath(), "state `file`: the registration and its token, and a result not delivered yet, for a re-exec and the next start")
 	fs.StringVar(&jobEnv, "job-env", "PATH,HOME,USER,LOGNAME,LANG,LC_ALL,TZ,TMPDIR", "comma-separated names of the runner's environment variables that jobs get (they get no other)")
+	fs.StringVar(&joinFile, "join-token-file", "", "`file` holding the join token that registering takes (default: $"+joinTokenEnv+")")
+	fs.StringVar(&runAs, "user", "", "run jobs as this `user` (the runner runs as root), so that they cannot read the runner's token")
 	fs.StringVar(&labels, "labels", "linux", "comma-separated runner labels")
 	fs.StringVar(&fl.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
 	fs.DurationVar(&cfg.poll, "poll", 2*time.Second, "how often to ask for a job when idle")
@@ -103,11 +112,54 @@ func parseFlags(args []string) (config, flags, error) {
 	cfg.labels = splitList(labels)
 	cfg.jobEnv = splitList(jobEnv)
 	cfg.service = fl.registry
-	if err := cfg.validate(); err != nil {
+	err := cfg.validate()
+	if err == nil {
+		cfg.joinToken, err = readJoinToken(joinFile)
+	}
+	if err == nil {
+		if cfg.jobUser, err = lookupJobUser(runAs); err != nil {
+			err = fmt.Errorf("-user: %w", err)
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "runner:", err)
 		return cfg, fl, err
 	}
 	return cfg, fl, nil
+}
+
+// joinTokenEnv holds the join token when no -join-token-file is given. A
+// file (systemd's LoadCredential=) or the environment, never the command
+// line, which every local user can read.
+const joinTokenEnv = "TERMSIG_JOIN_TOKEN"
+
+// readJoinToken reads the join token from the file path, or from
+// $TERMSIG_JOIN_TOKEN if path is "". No token at all is "": registering
+// then presents none.
+func readJoinToken(path string) (secret, error) {
+	if path == "" {
+		return secret(strings.TrimSpace(os.Getenv(joinTokenEnv))), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("-join-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("-join-token-file: %s is empty", path)
+	}
+	return secret(token), nil
+}
+
+// jobsRunAs says who jobs run as, and what that lets them reach.
+func jobsRunAs(u *jobUser) string {
+	switch {
+	case u != nil:
+		return fmt.Sprintf("user %s (uid %d): they cannot read the runner's files nor its /proc files", u.name, u.uid)
+	case os.Geteuid() == 0:
+		return "root, the runner's user: they can read everything; give -user"
+	}
+	return fmt.Sprintf("the runner's user (uid %d): they can read its state file by its path; run the runner as root with -user to keep its token from them", os.Geteuid())
 }
 
 func (c config) validate() error {
@@ -120,6 +172,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-margin (%v) must be shorter than -stop-timeout (%v)", c.margin, c.stopTimeout)
 	case c.onAdvice != "drain" && c.onAdvice != "ignore":
 		return fmt.Errorf(`-on-advice must be "drain" or "ignore", not %q`, c.onAdvice)
+	case slices.Contains(c.jobEnv, joinTokenEnv):
+		return fmt.Errorf("-job-env must not give jobs the join token (%s)", joinTokenEnv)
 	}
 	return nil
 }

@@ -36,6 +36,8 @@ type config struct {
 	service         string   // the CI service's URL, recorded in the state file
 	statePath       string   // the state file; "" for none
 	jobEnv          []string // the runner's environment variables that jobs get
+	jobUser         *jobUser // the user jobs run as; nil: the runner's
+	joinToken       secret   // what registering takes; "": nothing
 }
 
 // A runner is one registration with the CI service and the job it runs.

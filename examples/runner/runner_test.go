@@ -75,8 +75,18 @@ type proc struct {
 
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProcWith(t, nil, bin, env, args...)
+}
+
+// startProcWith is startProc with a function that sets up the command
+// (its directory, its user) before it starts; nil: none.
+func startProcWith(t *testing.T, setup func(*exec.Cmd), bin string, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	if setup != nil {
+		setup(cmd)
+	}
 	out, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	cmd.Stdout = cmd.Stderr
@@ -161,8 +171,12 @@ func (p *proc) signal(sig syscall.Signal) {
 	require.NoError(p.t, p.cmd.Process.Signal(sig))
 }
 
-// adminToken is the registry's admin token in the tests.
-const adminToken = "admin-secret-for-tests"
+// adminToken and joinToken are the registry's admin and join tokens in
+// the tests.
+const (
+	adminToken = "admin-secret-for-tests"
+	joinToken  = "join-secret-for-tests"
+)
 
 // env is one test's world: a registry binary, a fake IMDS, a client with
 // the admin token, and the state file of the runners it starts.
@@ -181,18 +195,22 @@ func newEnv(t *testing.T, regArgs ...string) *env {
 	dir := t.TempDir()
 	e := &env{t: t, state: filepath.Join(dir, "registry.json"), runnerState: filepath.Join(dir, "runner-state.json"), regArgs: regArgs, imds: imdstest.NewServer()}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "admin-token"), []byte(adminToken), 0o600))
+	require.NoError(t, os.WriteFile(e.joinTokenFile(), []byte(joinToken+"\n"), 0o600))
 	t.Cleanup(e.imds.Close)
 	e.startRegistry("127.0.0.1:0")
 	return e
 }
 
 func (e *env) startRegistry(listen string) {
-	args := append([]string{"-listen", listen, "-state", e.state, "-admin-token-file", filepath.Join(filepath.Dir(e.state), "admin-token")}, e.regArgs...)
+	args := append([]string{"-listen", listen, "-state", e.state, "-admin-token-file", filepath.Join(filepath.Dir(e.state), "admin-token"), "-join-token-file", e.joinTokenFile()}, e.regArgs...)
 	e.reg = startProc(e.t, registryBin, nil, args...)
 	line := e.reg.waitLine(`^registry: listening on `, 1)
 	e.url = strings.TrimPrefix(line, "registry: listening on ")
 	e.c = registry.NewClient(e.url, nil).WithToken(adminToken)
 }
+
+// joinTokenFile is where the registry and the runners read the join token.
+func (e *env) joinTokenFile() string { return filepath.Join(filepath.Dir(e.state), "join-token") }
 
 func (e *env) enqueue(cmd string) registry.Job {
 	j, err := e.c.Enqueue(context.Background(), cmd)
@@ -215,13 +233,19 @@ func (e *env) job(id string) registry.Job {
 // runner starts the runner binary with fast test settings; extra flags
 // come last and win.
 func (e *env) runner(extraEnv []string, extra ...string) *proc {
+	return e.runnerWith(nil, extraEnv, extra...)
+}
+
+// runnerWith is runner with a function that sets up the command before it
+// starts (see startProcWith).
+func (e *env) runnerWith(setup func(*exec.Cmd), extraEnv []string, extra ...string) *proc {
 	args := append([]string{
 		"-registry", e.url, "-name", "test-runner", "-sources", "signal,imds", "-state", e.runnerState,
-		"-poll", "50ms", "-grace", "10s", "-margin", "1s", "-stop-timeout", "5s",
+		"-join-token-file", e.joinTokenFile(), "-poll", "50ms", "-grace", "10s", "-margin", "1s", "-stop-timeout", "5s",
 		"-imds-interval", "50ms", "-imds-advisory-interval", "50ms", "-register-timeout", "5s",
 	}, extra...)
 	env := append([]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + e.imds.URL, "NOTIFY_SOCKET="}, extraEnv...)
-	return startProc(e.t, runnerBin, env, args...)
+	return startProcWith(e.t, setup, runnerBin, env, args...)
 }
 
 // writeRunnerState writes the runner's state file as a runner registered
@@ -507,6 +531,9 @@ func TestBadFlags(t *testing.T) {
 		{"-margin", "10s", "-stop-timeout", "5s"},
 		{"-sources", "signal,nosuch"},
 		{"-no-such-flag"},
+		{"-job-env", "PATH,TERMSIG_JOIN_TOKEN"},
+		{"-join-token-file", "/nonexistent/join-token"},
+		{"-user", "no-such-user-here"},
 	} {
 		p := startProc(t, runnerBin, nil, args...)
 		assert.Equal(t, 2, p.waitExit(), "%v", args)

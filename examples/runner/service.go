@@ -96,7 +96,9 @@ type Result struct {
 	Status   string // how it ended, for the log: "exit status 1", "signal: killed"
 }
 
-// registryService is the CIService of the example registry.
+// registryService is the CIService of the example registry. Its client
+// presents the join token, for Register; the other requests present the
+// registration's own token.
 type registryService struct{ c *registry.Client }
 
 // as returns the client that presents reg's token.
@@ -104,8 +106,12 @@ func (s registryService) as(reg Registration) *registry.Client {
 	return s.c.WithToken(reg.Token.reveal())
 }
 
+// Register registers with the join token that s.c presents.
 func (s registryService) Register(ctx context.Context, name string, labels []string) (Registration, error) {
 	r, err := s.c.Register(ctx, name, labels)
+	if errors.Is(err, registry.ErrUnauthorized) {
+		err = fmt.Errorf("%w (registering takes the registry's join token: -join-token-file or $%s)", err, joinTokenEnv)
+	}
 	return Registration{ID: r.ID, Token: secret(r.Token), Lease: r.Lease()}, err
 }
 

@@ -77,6 +77,7 @@ const (
 	exitWithin    = 20 * time.Second        // a runner told to stop has exited
 	markEnv       = "CHAOS_MARK"            // in the environment of every job process of a schedule
 	adminToken    = "chaos-admin-token"
+	joinToken     = "chaos-join-token"
 	lateTolerance = 5 * time.Millisecond // the timeline's rounding
 )
 
@@ -282,6 +283,9 @@ func (s *schedule) play() error {
 	if err := os.WriteFile(filepath.Join(s.dir, "admin-token"), []byte(adminToken), 0o600); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(s.dir, "join-token"), []byte(joinToken), 0o600); err != nil {
+		return err
+	}
 	if err := s.startRegistry(true); err != nil {
 		return err
 	}
@@ -436,7 +440,7 @@ func (s *schedule) startRegistry(first bool) error {
 			ln.Close()
 		}
 		p, err := startProc(registryBin, os.Environ(), "-listen", s.addr, "-state", filepath.Join(s.dir, "registry.json"),
-			"-admin-token-file", filepath.Join(s.dir, "admin-token"), "-lease", lease.String())
+			"-admin-token-file", filepath.Join(s.dir, "admin-token"), "-join-token-file", filepath.Join(s.dir, "join-token"), "-lease", lease.String())
 		if err != nil {
 			return err
 		}
@@ -480,7 +484,7 @@ func (s *schedule) startRunner(h *host, sameHost bool) error {
 	state := filepath.Join(s.dir, name+".state.json")
 	env := append(os.Environ(), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+h.imds.URL, "NOTIFY_SOCKET=", markEnv+"="+s.mark)
 	p, err := startProc(runnerBin, env,
-		"-registry", "http://"+s.addr, "-name", name, "-state", state, "-sources", "signal,imds",
+		"-registry", "http://"+s.addr, "-name", name, "-state", state, "-join-token-file", filepath.Join(s.dir, "join-token"), "-sources", "signal,imds",
 		"-job-env", "PATH,"+markEnv, "-poll", "50ms", "-grace", grace.String(), "-margin", margin.String(),
 		"-stop-timeout", stopTimeout.String(), "-register-timeout", "20s",
 		"-imds-interval", "50ms", "-imds-advisory-interval", "1s")

@@ -9,10 +9,12 @@
 // the requests in flight (for up to 5 s) and exits with status 0, so that
 // systemd records a requested stop as clean.
 //
-// Enqueueing jobs and removing other runners take the admin token, read
-// from -admin-token-file (by default the state file's path plus
-// ".admin-token"), which is created with a new random token if it does not
-// exist. The token itself is never printed.
+// Enqueueing jobs, reading them and removing other runners take the admin
+// token, read from -admin-token-file (by default the state file's path plus
+// ".admin-token"); registering a runner takes the join token (or the admin
+// token), read from -join-token-file (by default the state file's path plus
+// ".join-token"). Either file is created with a new random token if it does
+// not exist. The tokens themselves are never printed.
 package main
 
 import (
@@ -36,8 +38,8 @@ import (
 
 // options are the command line's settings.
 type options struct {
-	listen, statePath, adminTokenFile string
-	cfg                               registry.Config
+	listen, statePath, adminTokenFile, joinTokenFile string
+	cfg                                              registry.Config
 }
 
 func main() {
@@ -45,6 +47,7 @@ func main() {
 	flag.StringVar(&o.listen, "listen", "127.0.0.1:8321", "`address` to listen on; port 0 picks a free port")
 	flag.StringVar(&o.statePath, "state", "registry.json", "state `file`, created if missing; its directory must exist")
 	flag.StringVar(&o.adminTokenFile, "admin-token-file", "", "`file` holding the admin token, created with a new random token if missing (default: the state file's path plus \".admin-token\")")
+	flag.StringVar(&o.joinTokenFile, "join-token-file", "", "`file` holding the join token, which registering a runner takes, created with a new random token if missing (default: the state file's path plus \".join-token\")")
 	flag.DurationVar(&o.cfg.Lease, "lease", registry.DefaultLease, "how long a runner stays registered without a request from it; then it is removed and its job re-queued")
 	flag.IntVar(&o.cfg.MaxJobs, "max-jobs", registry.DefaultMaxJobs, "most jobs held; beyond, the oldest finished job is forgotten, or 429 if none is finished")
 	flag.IntVar(&o.cfg.MaxRunners, "max-runners", registry.DefaultMaxRunners, "most runners registered; beyond, 429")
@@ -53,6 +56,9 @@ func main() {
 	flag.Parse()
 	if o.adminTokenFile == "" {
 		o.adminTokenFile = o.statePath + ".admin-token"
+	}
+	if o.joinTokenFile == "" {
+		o.joinTokenFile = o.statePath + ".join-token"
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -68,18 +74,25 @@ func run(log *slog.Logger, o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	token, created, err := adminToken(o.adminTokenFile)
+	admin, adminCreated, err := tokenFile(o.adminTokenFile, "admin")
 	if err != nil {
 		return err
 	}
-	o.cfg.AdminToken = token
+	join, joinCreated, err := tokenFile(o.joinTokenFile, "join")
+	if err != nil {
+		return err
+	}
+	o.cfg.AdminToken, o.cfg.JoinToken = admin, join
 	srv, err := registry.NewServer(o.statePath, &o.cfg)
 	if err != nil {
 		return err
 	}
 	srv.Logger = log
-	if created {
+	if adminCreated {
 		log.Info("admin token created", "file", o.adminTokenFile)
+	}
+	if joinCreated {
+		log.Info("join token created", "file", o.joinTokenFile)
 	}
 
 	ln, err := net.Listen("tcp", o.listen)
@@ -88,7 +101,7 @@ func run(log *slog.Logger, o options) error {
 	}
 	// Printed after Listen, so that whoever reads it can connect at once.
 	fmt.Printf("registry: listening on http://%s\n", ln.Addr())
-	log.Info("registry started", "addr", ln.Addr().String(), "state", o.statePath, "admin_token_file", o.adminTokenFile, "lease", o.cfg.Lease)
+	log.Info("registry started", "addr", ln.Addr().String(), "state", o.statePath, "admin_token_file", o.adminTokenFile, "join_token_file", o.joinTokenFile, "lease", o.cfg.Lease)
 
 	hs := &http.Server{Handler: logRequests(log, srv), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
@@ -117,15 +130,16 @@ func run(log *slog.Logger, o options) error {
 	return nil
 }
 
-// adminToken reads the admin token from path, or if there is no such file
-// creates it, readable by its owner only, with a new random token.
-func adminToken(path string) (token string, created bool, err error) {
+// tokenFile reads the token (the admin or the join token, as what says)
+// from path, or if there is no such file creates it, readable by its owner
+// only, with a new random token.
+func tokenFile(path, what string) (token string, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		token = rand.Text()
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return "", false, fmt.Errorf("creating the admin token file: %w", err)
+			return "", false, fmt.Errorf("creating the %s token file: %w", what, err)
 		}
 		_, err = f.WriteString(token + "\n")
 		if cerr := f.Close(); err == nil {
@@ -134,10 +148,10 @@ func adminToken(path string) (token string, created bool, err error) {
 		return token, err == nil, err
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("reading the admin token file: %w", err)
+		return "", false, fmt.Errorf("reading the %s token file: %w", what, err)
 	}
 	if token = strings.TrimSpace(string(b)); token == "" {
-		return "", false, fmt.Errorf("the admin token file %s is empty", path)
+		return "", false, fmt.Errorf("the %s token file %s is empty", what, path)
 	}
 	return token, false, nil
 }
