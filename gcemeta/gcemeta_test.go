@@ -861,3 +861,54 @@ func TestServerMakingUpETagsDoesNotSpin(t *testing.T) {
 		return
 	}())
 }
+
+// A server that fails every long poll but answers plain reads is still
+// backed off: the plain read that follows a failure does not reset the
+// backoff, so the long polls come further and further apart.
+func TestFailingLongPollsBackOffAcrossPlainReads(t *testing.T) {
+	longPolls := make(chan time.Time, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Metadata-Flavor", "Google")
+		if !strings.HasSuffix(r.URL.Path, "/"+preempted) {
+			http.NotFound(w, r)
+			return
+		}
+		if r.URL.Query().Get("wait_for_change") == "true" {
+			select {
+			case longPolls <- time.Now():
+			default:
+			}
+			http.Error(w, "long polls unsupported", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("ETag", "e1")
+		fmt.Fprint(w, "FALSE")
+	}))
+	defer srv.Close()
+	const base = 20 * time.Millisecond
+	cfg := gcemeta.WithBackoff(gcemeta.Config{Host: strings.TrimPrefix(srv.URL, "http://"), MaxBackoff: time.Second}, base)
+	n := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(gcemeta.New(cfg))
+	defer n.Stop()
+	var at []time.Time
+	for len(at) < 5 {
+		select {
+		case ts := <-longPolls:
+			at = append(at, ts)
+		case <-time.After(wait):
+			t.Fatalf("%d long polls, want 5", len(at))
+		}
+	}
+	// Waits drawn from the upper half of 20, 40, 80, 160 ms: the last
+	// gap is at least 80 ms; reset each time, every gap would be at most
+	// 20 ms and the plain read's.
+	last := at[4].Sub(at[3])
+	assert.GreaterOrEqual(t, last, 4*base, "gaps %v", gaps(at))
+}
+
+func gaps(at []time.Time) []time.Duration {
+	var d []time.Duration
+	for i := 1; i < len(at); i++ {
+		d = append(d, at[i].Sub(at[i-1]).Round(time.Millisecond))
+	}
+	return d
+}

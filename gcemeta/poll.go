@@ -125,6 +125,7 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 	if ctx.Err() != nil {
 		return nil, time.Time{}, false
 	}
+	recovering := p.failed
 	p.failed = err != nil
 	if err != nil && !p.seen && k.optional && isNotFound(err) {
 		// A newer key that this server does not have. The others are
@@ -149,7 +150,12 @@ func (p *keyPoll) poll(ctx context.Context) (nt *termsig.Notice, next time.Time,
 		// requests: it grows, so a failing server is not hammered either.
 		return nil, time.Now().Add(p.bo.Next()), true
 	}
-	p.bo.Reset()
+	if !recovering || !plain {
+		// Not the plain read after a failure: that one answering says
+		// nothing of the long polls, which may fail again (a server
+		// that fails them and answers plain reads is still backed off).
+		p.bo.Reset()
+	}
 	w.health.Set(p.i, nil)
 	// A new value under a new ETag: a real change.
 	changed := tag != "" && tag != p.etag && r.id != p.cur.id
