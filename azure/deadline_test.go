@@ -83,3 +83,17 @@ func TestRecentNotBeforeIsTheDeadline(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, now.Add(-time.Minute), got[0].Deadline)
 }
+
+// A Started event may keep its NotBefore (Microsoft's mock server does):
+// one that started two hours ago, seen by a source started since, is due
+// now, and its NotBefore is no problem.
+func TestStartedEventWithOldNotBeforeIsDueNow(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	doc, err := parseDocument([]byte(`{"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Freeze","ResourceType":"VirtualMachine",` +
+		`"Resources":["vm"],"EventStatus":"Started","NotBefore":"Mon, 30 Nov 2026 08:00:00 GMT"}]}`))
+	require.NoError(t, err)
+	got, problem := newWatched().update(doc, "vm", map[string]string{}, now, discard)
+	require.Len(t, got, 1)
+	assert.Equal(t, now, got[0].Deadline, "under way: due now")
+	assert.NoError(t, problem, "a Started event's NotBefore is when it started: in the past is expected")
+}

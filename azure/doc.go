@@ -22,8 +22,9 @@
 //   - Reboot: [termsig.Reboot];
 //   - Freeze: [termsig.Maintenance] (the VM pauses for seconds);
 //   - Event: the EventId; Deadline: NotBefore, or, for an event already
-//     Started (no NotBefore), when it was seen so; Reason: the type, the
-//     status and the description; Raw: the event as sent.
+//     Started (no NotBefore, or one long past), when it was seen so;
+//     Reason: the type, the status and the description; Raw: the event as
+//     sent.
 //
 // An EventId listed more than once is one event, its strongest entry
 // (Terminate over Reboot over Freeze, Started over Scheduled). An EventId

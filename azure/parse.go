@@ -265,10 +265,10 @@ const (
 )
 
 // notBefore returns the deadline NotBefore gives for e seen at now: the
-// zero time if it is empty (once the event has started), and the zero
-// time and an error if it is not a time (see notBeforeLayouts) or not a
-// plausible one (see maxNotBeforePast): a Terminate without a deadline is
-// still a Terminate.
+// zero time if it is empty (once the event has started), now for an
+// event that started long ago, and the zero time and an error if it is
+// not a time (see notBeforeLayouts) or not a plausible one (see
+// maxNotBeforePast): a Terminate without a deadline is still a Terminate.
 func (e event) notBefore(now time.Time) (time.Time, error) {
 	if e.NotBefore == "" {
 		return time.Time{}, nil
@@ -279,6 +279,9 @@ func (e event) notBefore(now time.Time) (time.Time, error) {
 			continue
 		}
 		switch {
+		case t.Before(now.Add(-maxNotBeforePast)) && e.EventStatus == "Started":
+			// When it started: an event under way has no time left.
+			return now.UTC(), nil
 		case t.Before(now.Add(-maxNotBeforePast)):
 			return time.Time{}, fmt.Errorf("azure: event %s: NotBefore %q is long before the event was seen", clip(e.EventID), clip(e.NotBefore))
 		case t.After(now.Add(maxNotBeforeAhead)):
