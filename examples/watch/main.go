@@ -104,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&sig, "signal", "SIGTERM", "supervise mode: the signal an imminent platform notice sends to the command")
 	fs.DurationVar(&o.margin, "margin", 5*time.Second, "time kept before a notice's deadline: SIGKILL and the end of hooks come this much earlier")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "how long the command (or a hook) gets when a notice has no deadline")
-	fs.DurationVar(&o.maxDrain, "max-drain", 15*time.Minute, "the longest the command (or a hook) gets after an imminent notice, whatever deadline it names")
+	fs.DurationVar(&o.maxDrain, "max-drain", 15*time.Minute, "the longest a notice's deadline may give the command (or a hook): one further away counts as this far (a notice without a deadline gets --grace)")
 	fs.StringVar(&kinds, "kinds", "", "only these kinds of notice, comma-separated (terminate,stop,hibernate,reboot,interrupt,reload,rebalance,maintenance,cleared); empty: all")
 	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
