@@ -207,9 +207,7 @@ func (r *Run) watch(ctx context.Context) {
 func (r *Run) call(ctx context.Context) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			pe := &PanicError{Source: r.name, Value: v, Stack: debug.Stack()}
-			r.n.log.Error("termsig: source panicked", "source", r.name, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
-			err = pe
+			err = &PanicError{Source: r.name, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return r.src.Watch(ctx, r)
@@ -269,6 +267,9 @@ func (r *Run) finish(ctx context.Context, err error) {
 	lastPlatform := !r.local && r.n.platform == 0 && r.n.ctx.Err() == nil
 	ran := r.n.platformRan
 	r.n.mu.Unlock()
+	if pe != nil {
+		r.n.log.Error("termsig: source panicked", "source", r.name, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	}
 	switch {
 	case st == StateUnavailable:
 		r.n.log.Info("termsig: source unavailable", "source", r.name, "err", err)
