@@ -26,34 +26,22 @@
 //     Reason: the type, the status and the description; Raw: the event as
 //     sent.
 //
-// An EventId listed more than once is one event, its strongest entry
-// (Terminate over Reboot over Freeze, Started over Scheduled). An EventId
-// over 256 bytes is reported under a shorter Event (a prefix and a
-// digest), and shows in Status; Release acknowledges it by its EventId.
-// Each EventId is reported once, and again only when its EventType or
-// NotBefore changes (a Scheduled event that starts has its NotBefore
-// emptied: a second notice, with Deadline now). An event that leaves the
+// An EventId listed twice is its strongest entry; one over 256 bytes is
+// reported under a shorter Event. Each EventId is reported once, and again
+// only when its EventType or NotBefore changes (a Scheduled event that
+// starts: a second notice, with Deadline now). An event that leaves the
 // document gives [termsig.Cleared] with its Event. Events for other VMs
-// (the document is the same for the whole availability set) are never
-// notices. A document whose DocumentIncarnation has not changed is not
-// looked at again.
+// are never notices.
 //
 // # This VM's name
 //
 // Unless Config.VMName gives it, the name is read from the metadata
-// service (/metadata/instance/compute/name) before the first poll. An
-// answer that cannot be an Azure VM's resource name is refused and asked
-// for again: at most 64 letters, digits, hyphens, underscores and
-// periods, not starting with an underscore, not ending with a period or
-// a hyphen. Until an event names it (a VM's name never changes, so one
-// that Azure has listed is right), the name is read again every 10
-// minutes, and before a document whose events all name other VMs is
-// acted on, so that one wrong answer does not make the source deaf; a
-// failure to read it again keeps the name, and shows in Status. Until
-// then too, a document with events none of which names this VM shows in
-// Status, with a few of the names they give: the events of an
-// availability set's other VMs (its document is shared), or a wrong
-// name.
+// service. An answer that cannot be an Azure VM's name (at most 64
+// letters, digits, '-', '_' and '.') is refused and asked for again. Until
+// an event has named it, the name is read again every 10 minutes and
+// before a document whose events all name other VMs, and such a document
+// shows in Status: the events of an availability set's other VMs, or a
+// wrong name.
 //
 // # Acknowledging: Release
 //
@@ -73,11 +61,8 @@
 // The first call of the scheduled events on a VM enables the service and
 // can take up to two minutes: requests wait up to
 // [Config.FirstRequestTimeout] (130 s) until the service has answered
-// once, and [Config.RequestTimeout] (2 s) after. Watch calls
-// [termsig.Run.Ready] once the scheduled events have answered, or failed,
-// once: [termsig.Notifier.Ready] therefore can take that long on a fresh
-// VM. termsig.New does not wait for it (the Source has no Traits method:
-// its first look needs the network).
+// once, and [Config.RequestTimeout] (2 s) after. [termsig.Notifier.Ready]
+// therefore can take that long on a fresh VM; termsig.New does not wait.
 //
 // # Failures
 //
@@ -85,10 +70,9 @@
 // notice: an unreachable service, a 400 (the Metadata header missing, a
 // proxy in between), 5xx, an answer that is late, endless (cut off past
 // 1 MiB of body or 64 KiB of head), truncated, not JSON, or JSON that is
-// not a scheduled-events document. Each is retried, with a backoff that doubles from Interval up
-// to [Config.MaxBackoff], and shows in Notifier.Status through
-// [termsig.Run.Report] (in a few words that do not change from request to
-// request; the Notifier logs each change). An event of an unknown
+// not a scheduled-events document. Each is retried, with a backoff that
+// doubles from Interval up to [Config.MaxBackoff], and shows in
+// Notifier.Status. An event of an unknown
 // EventType or EventStatus, or without a usable EventId, is not reported
 // (nor cleared, if it was reported before: it is still in the document)
 // and shows in Status the same way; a document whose keys are Azure's in
