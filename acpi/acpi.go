@@ -57,12 +57,20 @@ type Transport uint8
 
 // The transports. Combine them with |.
 const (
-	// Netlink is the kernel's generic netlink family acpi_event, multicast
-	// group acpi_mc_group.
+	// Netlink is the kernel's generic netlink family "acpi_event",
+	// multicast group "acpi_mc_group", both resolved by name. It carries a
+	// struct acpi_genl_event; a press is device class "button/power" with
+	// type 0x80. The family exists only in the host's initial network
+	// namespace, so a container with a network namespace of its own does
+	// not see it.
 	Netlink Transport = 1 << iota
-	// Acpid is acpid's UNIX socket.
+	// Acpid is acpid's UNIX socket, one line per event, such as
+	// "button/power PBTN 00000080 00000000"; tokens after the fourth are
+	// ignored.
 	Acpid
-	// Input is the input devices (evdev) that have a KEY_POWER key.
+	// Input is the input devices (evdev) that have a KEY_POWER key; a
+	// press is an EV_KEY/KEY_POWER event with value 1 (not the release, 0,
+	// nor an autorepeat, 2).
 	Input
 
 	// AllTransports is every transport.
@@ -130,7 +138,11 @@ type Config struct {
 	// InputDevices is a glob of the input device nodes to consider; empty
 	// means DefaultInputDevices, "/dev/input/event*" (below Root). Symbolic
 	// links (such as /dev/input/by-path/*-event-kbd) are followed. Each
-	// device's capabilities are read from sysfs below Root.
+	// device's key capabilities are read from sysfs below Root
+	// (/sys/class/input/eventN/device/capabilities/key), and only those
+	// with KEY_POWER are used. A device that cannot be read (event devices
+	// are usually root:input 0660) is skipped. A keyboard that has a power
+	// key is read too; its other keys are neither kept nor logged.
 	InputDevices string
 
 	// Logger receives one line per change of state that is not health
@@ -211,9 +223,10 @@ func (c Config) check() error {
 // Traits says that the first look is quick and local, so termsig.New
 // waits for it: Watch calls [termsig.Run.Ready] once it has subscribed to
 // the kernel's netlink family, opened the input devices and made its first
-// attempt to connect to acpid, whether that worked or not; each is a
-// system call on this host, and the connection attempt is bounded (1 s) in
-// case acpid does not accept. A press after termsig.New has returned is
+// attempt to connect to acpid, whether that worked or not (a failure is
+// reported with [termsig.Run.Report] before Ready, and retried after);
+// each is a system call on this host, and the connection attempt is
+// bounded (1 s) in case acpid does not accept. A press after termsig.New has returned is
 // then not missed by the transports that are open: the kernel keeps it
 // until it is read.
 func (s *Source) Traits() termsig.Traits { return termsig.Traits{LocalFirstLook: true} }

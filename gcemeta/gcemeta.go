@@ -210,8 +210,9 @@ func (s *Source) Available() error {
 // Its text is stable: it names the key and the failure, such as
 // "gcemeta: instance/preempted: unreachable: connection refused", and
 // carries no detail that differs from request to request (no URL with its
-// ETag, no local port), so that one outage is one change of the source's
-// health however many requests fail.
+// ETag, no local port), and while several keys fail the one reported is
+// the key that has failed longest, so that one outage is one change of the
+// source's health however many requests fail.
 //
 // Err is a [*metadata.Error] for an unexpected HTTP status, a
 // [metadata.NotDefinedError] for 404 on a key that was served before, an

@@ -60,28 +60,34 @@ type Config struct {
 	// Endpoint is the IMDS base URL, such as "http://127.0.0.1:1338": an
 	// absolute http or https URL with a host. Empty means the SDK's
 	// default: AWS_EC2_METADATA_SERVICE_ENDPOINT if set (it must be such
-	// a URL too), else http://169.254.169.254. Set it on an EC2 Mac
-	// instance, whose firmware the source cannot read, and to point the
-	// source at a fake such as package imdstest.
+	// a URL too), else http://169.254.169.254. Set it (to that URL) on an
+	// EC2 Mac instance, whose firmware the source cannot read, and to
+	// point the source at a fake such as package imdstest.
 	Endpoint string
 
 	// HTTPClient sends the requests of the SDK client that each Watch
 	// makes (IMDSv2 tokens, a 401 tried again at once with a fresh token
-	// and no other retries: see Protocol in the package documentation).
-	// Nil means a client of the Source's own for each Watch, which dials
-	// directly (never through a proxy: IMDS is link-local) with a 250 ms
-	// connect timeout, as the SDK does, resolves names on Linux with Go's
-	// resolver, each lookup ending with its request, and whose idle
-	// connections are closed when Watch returns. Timeouts come from
-	// request contexts, so a client's Timeout must be zero or above
-	// RequestTimeout.
+	// and no other retries: see the package documentation). Nil means a
+	// client of the Source's own for each Watch, which dials directly
+	// (never through a proxy: IMDS is link-local) with a 250 ms connect
+	// timeout, as the SDK does, each dial ending with its request,
+	// resolves names on Linux with Go's resolver, each lookup ending with
+	// its request too (so a DNS server that does not answer does not hold
+	// Stop), and whose idle connections are closed when Watch returns.
+	// Timeouts come from request contexts, so a client's Timeout must be
+	// zero or above RequestTimeout.
 	//
 	// Either client is used through a copy whose transport refuses
-	// redirects (a 3xx answer is an error, never followed, so the token
-	// stays with the endpoint) and cuts off an answer whose body is
-	// longer than 1 MiB or whose head is longer than 64 KiB, before the
-	// SDK, which reads each answer whole, sees it; HTTPClient itself is
-	// not changed. Heads are cut off when HTTPClient.Transport is an
+	// redirects (a 3xx answer is an error such as "imds: redirect refused
+	// (HTTP 302)", never followed nor tried again, so the token stays with
+	// the endpoint and another host's answer makes no notice) and cuts off
+	// an answer whose body is longer than 1 MiB (an error, "answer larger
+	// than 1 MiB"; Stop stays prompt while an endless answer streams) or
+	// whose head is longer than 64 KiB, before the SDK, which reads each
+	// answer whole, sees it; HTTPClient itself is not changed. A token
+	// answer that is cut off leaves the SDK to go on without a token, as
+	// IMDSv1, so the error shown is that of the request after it,
+	// typically a 401. Heads are cut off when HTTPClient.Transport is an
 	// *http.Transport or nil: the copy uses a clone of it, whose
 	// connections are closed when Watch returns. Another RoundTripper
 	// bounds heads only if it does so itself (net/http's default is 10
@@ -92,16 +98,22 @@ type Config struct {
 	// start, and autoscaling/target-lifecycle-state once it has answered
 	// 200 (the instance is in an Auto Scaling group). Zero means
 	// [DefaultInterval] (1 s); otherwise it must be at least
-	// [FloorInterval] (10 ms). While advice holds (see Cadence in the
-	// package documentation) those paths are polled every 250 ms, or
-	// every Interval if that is shorter.
+	// [FloorInterval] (10 ms). From the lifecycle state's first 200 on,
+	// it is polled every Interval even if it answers 404 again. While
+	// advice holds (see Cadence in the package documentation) those paths
+	// are polled every 250 ms, or every Interval if that is shorter, from
+	// the moment the advice is seen; a path that is failing keeps its
+	// backoff.
 	Interval time.Duration
 
 	// AdvisoryInterval is how often events/recommendations/rebalance is
 	// polled, and autoscaling/target-lifecycle-state while it answers 404
 	// (the instance is in no Auto Scaling group). Zero means
 	// [DefaultAdvisoryInterval] (3 s); otherwise it must be at least
-	// FloorInterval. See the package documentation for the choice.
+	// FloorInterval. So on an instance attached to a group after Watch
+	// started, the first lifecycle state (a Terminated included, if the
+	// group scales the instance in at once) is seen up to
+	// AdvisoryInterval after it appears, rather than Interval or 250 ms.
 	AdvisoryInterval time.Duration
 
 	// RequestTimeout bounds one poll of one path, a retry after a 401

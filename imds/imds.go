@@ -59,9 +59,10 @@ func (s *Source) Name() string { return Name }
 //     not an http or https URL, a negative duration, an interval below
 //     FloorInterval, unknown Events), whatever the host;
 //   - nil when an Endpoint is configured, when
-//     AWS_EC2_METADATA_SERVICE_ENDPOINT is set, or when the firmware says
-//     the host is an EC2 instance (DMI on Linux, the registry's BIOS values
-//     on Windows; macOS shows neither, so set an endpoint there);
+//     AWS_EC2_METADATA_SERVICE_ENDPOINT is set, or when the firmware's
+//     SMBIOS strings say the host is an EC2 instance ("Amazon EC2", for
+//     Nitro, or Amazon's Xen; DMI on Linux, the registry's BIOS values on
+//     Windows; macOS shows neither, so set an endpoint there);
 //   - otherwise an error wrapping termsig.ErrUnavailable.
 //     AWS_EC2_METADATA_DISABLED=true makes the source unavailable unless an
 //     Endpoint is configured.

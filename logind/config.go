@@ -25,7 +25,10 @@ const defaultSocket = "/var/run/dbus/system_bus_socket"
 const DefaultRequestTimeout = 5 * time.Second
 
 // DefaultInhibitDelay is logind's default InhibitDelayMaxSec, used for the
-// Deadline when the property cannot be read.
+// Deadline when the property cannot be read. The operator raises the delay
+// in a logind.conf drop-in, such as /etc/systemd/logind.conf.d/termsig.conf
+// with "[Login]" and "InhibitDelayMaxSec=120"; a drain that keeps a margin
+// larger than the delay has no time left.
 const DefaultInhibitDelay = 5 * time.Second
 
 // The defaults of the Config fields that only tests set (export_test.go).
@@ -70,7 +73,10 @@ type Config struct {
 
 	// Logger receives a warning when a process other than logind sends
 	// this program shutdown signals (they are ignored), and one line when
-	// logind refuses the delay lock. Nil means slog.Default().
+	// logind refuses the delay lock (as when polkit's action
+	// org.freedesktop.login1.inhibit-delay-shutdown, which systemd's
+	// default policy grants to everyone, says no). Nil means
+	// slog.Default().
 	Logger *slog.Logger
 
 	// backoff and maxBackoff bound the wait before reconnecting after

@@ -131,7 +131,9 @@ func (s *Source) stop() {
 // so that it proceeds at once; see termsig.Releaser. A notice of a
 // shutdown that is over (cancelled, or released already) releases
 // nothing and returns nil, as does one of a Source that is not watching.
-// n must be a notice of this source.
+// n must be a notice of this source. Watch's return (Stop) and the
+// process's exit release the lock too; its descriptor is close-on-exec, so
+// the program's children never hold it.
 func (s *Source) Release(_ context.Context, n termsig.Notice) error {
 	if n.Source != Name {
 		return fmt.Errorf("logind: release of a notice of source %q", n.Source)
