@@ -56,7 +56,7 @@ func TestRun(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" {
 		assert.Contains(t, table, "CPU-s/hour")
-		assert.Contains(t, table, "examples/notify at idle (watching signal imds", "the sources notify watches")
+		assert.Contains(t, table, "examples/notices at idle (watching signal imds", "the sources notify watches")
 		for _, r := range references {
 			assert.Contains(t, table, r.desc)
 		}

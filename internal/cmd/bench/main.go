@@ -11,7 +11,7 @@
 //     server: single changes, back-to-back changes, a server that ignores
 //     wait_for_change;
 //   - the requests per minute of every client when nothing happens;
-//   - the CPU and memory of examples/notify at idle, alone.
+//   - the CPU and memory of examples/notices at idle, alone.
 //
 // The latency rows run side by side, so that machine noise hits every
 // client alike. Every fake is a real HTTP server on loopback.
@@ -32,7 +32,7 @@ import (
 )
 
 // serveEnv, set in the environment, makes the command a fake IMDS in a
-// process of its own for the examples/notify measurement (see serveIMDS):
+// process of its own for the examples/notices measurement (see serveIMDS):
 // the bench starts itself again with it.
 const serveEnv = "TERMSIG_BENCH_SERVE_IMDS"
 
@@ -43,9 +43,9 @@ type options struct {
 	handler time.Duration // the period of the SDK poller that stands for the reference handler
 	advised time.Duration // the period of the SDK poller at AWS's advice
 	spin    time.Duration // how long the clients run against a server that ignores wait_for_change
-	idle    time.Duration // how long examples/notify's CPU is measured
-	warmup  time.Duration // how long examples/notify runs before that
-	notify  string        // a prebuilt examples/notify; empty: build it
+	idle    time.Duration // how long examples/notices's CPU is measured
+	warmup  time.Duration // how long examples/notices runs before that
+	notify  string        // a prebuilt examples/notices; empty: build it
 	quick   bool          // quickRun's defaults
 }
 
@@ -109,9 +109,9 @@ func parseWith(name string, args []string, def options, errOut io.Writer) (optio
 	fs.DurationVar(&o.handler, "handler-period", def.handler, "the period of the AWS SDK poller that stands for the reference handler's monitor")
 	fs.DurationVar(&o.advised, "advised-period", def.advised, "the period of the AWS SDK poller at AWS's advice")
 	fs.DurationVar(&o.spin, "spin", def.spin, "how long the GCE clients run against a server that ignores wait_for_change")
-	fs.DurationVar(&o.idle, "idle", def.idle, "how long examples/notify's idle CPU is measured")
-	fs.DurationVar(&o.warmup, "warmup", def.warmup, "how long examples/notify runs before its CPU is measured")
-	fs.StringVar(&o.notify, "notify", "", "a prebuilt examples/notify binary; empty: build it with the go command")
+	fs.DurationVar(&o.idle, "idle", def.idle, "how long examples/notices's idle CPU is measured")
+	fs.DurationVar(&o.warmup, "warmup", def.warmup, "how long examples/notices runs before its CPU is measured")
+	fs.StringVar(&o.notify, "notify", "", "a prebuilt examples/notices binary; empty: build it with the go command")
 	fs.BoolVar(&o.quick, "quick", false, fmt.Sprintf("a smoke run of about a minute: defaults -trials %d -lane %v -spin %v -idle %v -warmup %v",
 		quickRun.trials, quickRun.lane, quickRun.spin, quickRun.idle, quickRun.warmup))
 	if err := fs.Parse(args); err != nil {

@@ -30,9 +30,9 @@ type procSample struct {
 var errNoProc = errors.New("idle CPU and RSS are measured on Linux only")
 
 // notifyPackage is the program whose idle cost is measured.
-const notifyPackage = "github.com/termsig/termsig/examples/notify"
+const notifyPackage = "github.com/termsig/termsig/examples/notices"
 
-// buildNotify builds examples/notify into dir with the go command, and
+// buildNotify builds examples/notices into dir with the go command, and
 // returns the binary's path.
 func buildNotify(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "notify")
@@ -62,7 +62,7 @@ func serveIMDS(in io.Reader, out io.Writer) error {
 }
 
 // A fakeProcess is this command started again as a fake IMDS (see
-// serveIMDS), so that the fake's CPU is not examples/notify's, nor
+// serveIMDS), so that the fake's CPU is not examples/notices's, nor
 // the bench's.
 type fakeProcess struct {
 	cmd *exec.Cmd
@@ -132,7 +132,7 @@ type notifyIdle struct {
 	requests float64       // per second, at the fake
 }
 
-// notifyStage runs examples/notify (bin) and the references side by
+// notifyStage runs examples/notices (bin) and the references side by
 // side, each against a fake IMDS of its own in another process, and
 // measures their CPU over o.idle after o.warmup, and their memory. The
 // first result is notify's, then the references' in order.

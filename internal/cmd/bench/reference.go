@@ -14,11 +14,11 @@ import (
 
 // referenceEnv, set to the name of a reference, makes the command that
 // reference program (see runReference): the bench starts itself again
-// with it, beside examples/notify.
+// with it, beside examples/notices.
 const referenceEnv = "TERMSIG_BENCH_REFERENCE"
 
 // A reference is a program whose idle CPU is measured in the same window
-// as examples/notify's, to put that figure in scale on the machine at
+// as examples/notices's, to put that figure in scale on the machine at
 // hand: what a Go program costs that only wakes once a second, and what
 // a plain poller of the same paths on the same schedule costs.
 type reference struct {

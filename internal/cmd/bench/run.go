@@ -16,7 +16,7 @@ type results struct {
 	spin       [2]float64 // requests per minute per key, in the order of gceNames
 	idleWindow time.Duration
 	idle       []float64    // requests per minute, see idleLane.stop
-	notify     []notifyIdle // examples/notify, then the references
+	notify     []notifyIdle // examples/notices, then the references
 	notifyErr  error        // errNoProc where there is no /proc
 }
 
@@ -27,10 +27,10 @@ type results struct {
 //     clients are counted;
 //  2. the clients against a server that ignores wait_for_change, alone
 //     but for the idle clients, since one of them spins;
-//  3. examples/notify at idle, alone but for the references, which put its
+//  3. examples/notices at idle, alone but for the references, which put its
 //     figure in scale.
 //
-// examples/notify is built first, unless o.notify names a binary.
+// examples/notices is built first, unless o.notify names a binary.
 func run(ctx context.Context, o options, out io.Writer) error {
 	began := time.Now()
 	bin := o.notify

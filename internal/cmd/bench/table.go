@@ -105,14 +105,14 @@ func rows(o options, res results) []row {
 	return append(notifyRows(res), rs...)
 }
 
-// notifyRows are the rows of examples/notify at idle, and of the
+// notifyRows are the rows of examples/notices at idle, and of the
 // references measured in the same window.
 func notifyRows(res results) []row {
 	if res.notifyErr != nil {
-		return []row{{measure: "examples/notify at idle", client: "not measured: " + res.notifyErr.Error()}}
+		return []row{{measure: "examples/notices at idle", client: "not measured: " + res.notifyErr.Error()}}
 	}
 	ni := res.notify[0]
-	measure := "examples/notify at idle (" + strings.TrimSpace(ni.watching) + ")"
+	measure := "examples/notices at idle (" + strings.TrimSpace(ni.watching) + ")"
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	n := seconds(ni.window)
 	cpu := cpuCell(ni)

@@ -2,7 +2,7 @@
 // on this host report, until the first imminent one; then it shows the
 // time it would have to drain, and exits.
 //
-//	go run ./examples/notify
+//	go run ./examples/notices
 //
 // Press Ctrl-C, or send it SIGTERM or SIGHUP (kill -HUP <pid>), to see
 // notices; on a cloud VM, the cloud's own notices show up as well.
