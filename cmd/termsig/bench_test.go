@@ -14,11 +14,11 @@ import (
 // BenchmarkSpotToCommandSIGTERM measures, over 100 trials per interval,
 // the time from the fake IMDS starting to answer a spot interruption to
 // the supervised command receiving SIGTERM (its own clock, read in its
-// signal handler). Each trial starts a watch, waits for its first poll,
+// signal handler). Each trial starts a termsig supervise, waits for its first poll,
 // then flips the answer at a phase spread evenly over the polling
 // interval. Run it with
 //
-//	go test -run XXX -bench SpotToCommandSIGTERM -benchtime 1x ./examples/watch
+//	go test -run XXX -bench SpotToCommandSIGTERM -benchtime 1x ./cmd/termsig
 func BenchmarkSpotToCommandSIGTERM(b *testing.B) {
 	for _, tc := range []struct {
 		name     string
@@ -41,14 +41,14 @@ func spotTrials(b *testing.B, interval time.Duration, trials int) []time.Duratio
 	srv := imdstest.NewServer()
 	defer srv.Close()
 	env := []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + srv.URL, "AWS_EC2_METADATA_DISABLED=", childOn}
-	args := append([]string{"--sources", "imds", "--imds-interval", interval.String()}, child()...)
+	args := append([]string{"supervise", "--sources", "imds", "--imds-interval", interval.String()}, child()...)
 	var lat []time.Duration
 	for i := range trials {
 		srv.ClearInterruption()
 		r := start(b, env, args...)
 		first := srv.Requests(imdstest.PathInstanceAction)
 		for srv.Requests(imdstest.PathInstanceAction) == first {
-			time.Sleep(time.Millisecond) // a harness: wait for watch's first poll
+			time.Sleep(time.Millisecond) // a harness: wait for termsig's first poll
 		}
 		time.Sleep(interval * time.Duration(i) / time.Duration(trials)) // the phase
 		flipped := time.Now()

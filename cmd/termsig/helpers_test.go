@@ -26,26 +26,26 @@ import (
 // takes far less.
 const wait = 10 * time.Second
 
-// watchBin is the watch binary that TestMain builds.
-var watchBin string
+// termsigBin is the termsig binary that TestMain builds.
+var termsigBin string
 
 // childEnv makes the test binary act as the supervised command (see
 // childMain) instead of running the tests.
-const childEnv = "WATCH_TEST_CHILD"
+const childEnv = "TERMSIG_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
-	dir, err := os.MkdirTemp("", "watch-test")
+	dir, err := os.MkdirTemp("", "termsig-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	watchBin = filepath.Join(dir, "watch")
-	out, err := exec.Command("go", "build", "-o", watchBin, ".").CombinedOutput()
+	termsigBin = filepath.Join(dir, "termsig")
+	out, err := exec.Command("go", "build", "-o", termsigBin, ".").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "building watch: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "building termsig: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -53,25 +53,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// childMain is a command for watch to supervise that reports on the FIFO
-// named by WATCH_TEST_LOG every signal it receives, and when: "ready PID",
-// "signal NAME", "grandchild PID". WATCH_TEST_EXIT=N makes it exit with N
-// at once; WATCH_TEST_ON_TERM says what SIGTERM does: "exit" (exit 0, the
-// default), "ignore", or "die" (death by SIGTERM). WATCH_TEST_GRANDCHILD=1
+// childMain is a command for termsig to supervise that reports on the FIFO
+// named by TERMSIG_TEST_LOG every signal it receives, and when: "ready PID",
+// "signal NAME", "grandchild PID". TERMSIG_TEST_EXIT=N makes it exit with N
+// at once; TERMSIG_TEST_ON_TERM says what SIGTERM does: "exit" (exit 0, the
+// default), "ignore", or "die" (death by SIGTERM). TERMSIG_TEST_GRANDCHILD=1
 // makes it start a "sleep 1000" first, in its process group.
 func childMain() int {
-	logf, err := os.OpenFile(os.Getenv("WATCH_TEST_LOG"), os.O_WRONLY|os.O_APPEND, 0)
+	logf, err := os.OpenFile(os.Getenv("TERMSIG_TEST_LOG"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return 99
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(logf, format+"\n", a...) }
-	if code := os.Getenv("WATCH_TEST_EXIT"); code != "" {
+	if code := os.Getenv("TERMSIG_TEST_EXIT"); code != "" {
 		n, _ := strconv.Atoi(code)
 		return n
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	if os.Getenv("WATCH_TEST_GRANDCHILD") != "" {
+	if os.Getenv("TERMSIG_TEST_GRANDCHILD") != "" {
 		gc := exec.Command("sleep", "1000")
 		if err := gc.Start(); err != nil {
 			return 98
@@ -87,7 +87,7 @@ func childMain() int {
 		if sig != syscall.SIGTERM {
 			continue
 		}
-		switch os.Getenv("WATCH_TEST_ON_TERM") {
+		switch os.Getenv("TERMSIG_TEST_ON_TERM") {
 		case "ignore":
 		case "die":
 			signal.Reset(syscall.SIGTERM)
@@ -100,7 +100,7 @@ func childMain() int {
 	return 0
 }
 
-// A run is one watch process and what its child reports.
+// A run is one termsig process and what its child reports.
 type run struct {
 	t      testing.TB
 	cmd    *exec.Cmd
@@ -113,7 +113,7 @@ type run struct {
 	childPid int
 }
 
-// start runs watch with args; env adds to the environment (of watch and
+// start runs termsig with args; env adds to the environment (of termsig and
 // so of its child). The child, if any, is this test binary (see child).
 func start(t testing.TB, env []string, args ...string) *run {
 	t.Helper()
@@ -124,10 +124,10 @@ func start(t testing.TB, env []string, args ...string) *run {
 	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
 	require.NoError(t, err)
 	r := &run{t: t, stderr: &syncBuffer{}, stdout: &syncBuffer{}, lines: make(chan string, 64), exited: make(chan struct{})}
-	r.cmd = exec.Command(watchBin, args...)
-	r.cmd.Env = append(append(os.Environ(), "WATCH_TEST_LOG="+fifo), env...)
+	r.cmd = exec.Command(termsigBin, args...)
+	r.cmd.Env = append(append(os.Environ(), "TERMSIG_TEST_LOG="+fifo), env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
-	// A command that outlives a failed test must not hold watch's output
+	// A command that outlives a failed test must not hold termsig's output
 	// open for ever.
 	r.cmd.WaitDelay = time.Second
 	require.NoError(t, r.cmd.Start())
@@ -150,13 +150,13 @@ func start(t testing.TB, env []string, args ...string) *run {
 		}
 		f.Close()
 		if t.Failed() {
-			t.Logf("watch's stderr:\n%s", r.stderr.String())
+			t.Logf("termsig's stderr:\n%s", r.stderr.String())
 		}
 	})
 	return r
 }
 
-// child is the command line that makes watch supervise this test binary
+// child is the command line that makes termsig supervise this test binary
 // as childMain.
 func child() []string {
 	exe, _ := os.Executable()
@@ -183,14 +183,14 @@ func (r *run) expect(prefix string) string {
 	}
 }
 
-// wait waits for watch to exit and returns its status.
+// wait waits for termsig to exit and returns its status.
 func (r *run) wait() int {
 	r.t.Helper()
 	select {
 	case <-r.exited:
 		return r.status
 	case <-time.After(wait):
-		r.t.Fatal("watch did not exit")
+		r.t.Fatal("termsig did not exit")
 	}
 	return -1
 }
@@ -258,7 +258,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitLog waits until watch's log has a line containing want (and, if
+// waitLog waits until termsig's log has a line containing want (and, if
 // also is not empty, that too).
 func waitLog(t *testing.T, r *run, want, also string) {
 	t.Helper()
@@ -273,7 +273,7 @@ func waitLog(t *testing.T, r *run, want, also string) {
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("watch never logged %q; its log:\n%s", want, r.stderr.String())
+			t.Fatalf("termsig never logged %q; its log:\n%s", want, r.stderr.String())
 		}
 	}
 }

@@ -46,7 +46,7 @@ func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 			ready = nil
 		case nt := <-n.C():
 			if !o.wants(nt) {
-				log.Debug("watch: notice filtered out by --kinds", "notice", nt)
+				log.Debug("termsig: notice filtered out by --kinds", "notice", nt)
 				letGo(n.Release, nt, log)
 				continue
 			}
@@ -76,7 +76,7 @@ type hookRunner struct {
 	wg  sync.WaitGroup
 	// release is termsig.Notifier.Release: called once the hook of an
 	// imminent notice is over, so that logind's delay lock lets the
-	// shutdown go on at once (with --follow, watch itself goes on). Nil:
+	// shutdown go on at once (with --follow, termsig itself goes on). Nil:
 	// nothing to tell.
 	release func(context.Context, termsig.Notice) error
 
@@ -87,7 +87,7 @@ type hookRunner struct {
 }
 
 // enqueue hands nt to its event's queue; final marks the notice that ends
-// watch, after which hooks that have not started are dropped.
+// termsig, after which hooks that have not started are dropped.
 func (h *hookRunner) enqueue(nt termsig.Notice, final bool) {
 	k := eventKey{nt.Source, nt.Event}
 	h.mu.Lock()
@@ -104,7 +104,7 @@ func (h *hookRunner) enqueue(nt termsig.Notice, final bool) {
 		h.queues[k] = q
 	}
 	if q.next != nil {
-		h.log.Info("watch: a newer notice of the same event replaces a hook not yet started", "notice", nt)
+		h.log.Info("termsig: a newer notice of the same event replaces a hook not yet started", "notice", nt)
 	}
 	q.next = &nt
 	if !q.running {
@@ -158,7 +158,7 @@ func (h *hookRunner) run(nt termsig.Notice) error {
 	defer cancel()
 	payload, err := json.Marshal(nt)
 	if err != nil {
-		h.log.Error("watch: cannot encode the notice for the hook", "err", err)
+		h.log.Error("termsig: cannot encode the notice for the hook", "err", err)
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.o.exec)
@@ -184,17 +184,17 @@ func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOu
 	}
 	switch {
 	case timedOut:
-		h.log.Error("watch: hook killed at its timeout", append(attrs, "timeout", timeout)...)
+		h.log.Error("termsig: hook killed at its timeout", append(attrs, "timeout", timeout)...)
 		return context.DeadlineExceeded
 	case errors.Is(err, exec.ErrWaitDelay) && code == 0:
 		// The hook exited 0 but left a process holding its output.
-		h.log.Warn("watch: hook done; it left a background process, killed", append(attrs, "status", 0)...)
+		h.log.Warn("termsig: hook done; it left a background process, killed", append(attrs, "status", 0)...)
 		return nil
 	case err != nil || code != 0:
-		h.log.Error("watch: hook failed", append(attrs, "status", code, "err", err)...)
+		h.log.Error("termsig: hook failed", append(attrs, "status", code, "err", err)...)
 		return errors.Join(err, errors.New("exit status "+strconv.Itoa(code)))
 	}
-	h.log.Info("watch: hook done", append(attrs, "status", 0)...)
+	h.log.Info("termsig: hook done", append(attrs, "status", 0)...)
 	return nil
 }
 
@@ -229,8 +229,8 @@ func noticeEnv(nt termsig.Notice, now time.Time) []string {
 	}
 }
 
-// childEnviron is watch's environment for a hook or the supervised command,
-// without NOTIFY_SOCKET: systemd's notifications are watch's to send.
+// childEnviron is termsig's environment for a hook or the supervised command,
+// without NOTIFY_SOCKET: systemd's notifications are termsig's to send.
 func childEnviron() []string {
 	var env []string
 	for _, kv := range os.Environ() {

@@ -17,8 +17,8 @@ import (
 )
 
 func TestHookLeavingABackgroundProcessIsNotAFailure(t *testing.T) {
-	r := start(t, nil, "--sources", "signal", "--exec", "echo hi; sleep 100 &")
-	waitLog(t, r, "watch: watching", "")
+	r := start(t, nil, "hook", "--sources", "signal", "echo hi; sleep 100 &")
+	waitLog(t, r, "termsig: watching", "")
 	r.signal(syscall.SIGTERM)
 	assert.Equal(t, 0, r.wait())
 	assert.Contains(t, r.stderr.String(), "it left a background process, killed")
@@ -30,11 +30,11 @@ func TestAdviceHookTimesOutAfterGraceNotAtItsFarDeadline(t *testing.T) {
 		Code: "system-reboot", EventID: "instance-event-1", State: "active",
 		NotBefore: time.Now().Add(14 * 24 * time.Hour),
 	})
-	r := start(t, env, "--sources", "imds,signal", "--follow", "--grace", "300ms",
-		"--exec", `if [ "$TERMSIG_SOURCE" = imds ]; then exec sleep 1000; fi`)
+	r := start(t, env, "hook", "--sources", "imds,signal", "--follow", "--grace", "300ms",
+		`if [ "$TERMSIG_SOURCE" = imds ]; then exec sleep 1000; fi`)
 	waitLog(t, r, "hook killed at its timeout", "")
 	r.signal(syscall.SIGTERM)
-	assert.Equal(t, 1, r.wait(), "the advice hook failed; watch ended on SIGTERM")
+	assert.Equal(t, 1, r.wait(), "the advice hook failed; termsig ended on SIGTERM")
 }
 
 func TestManyNoticesOfOneEventDoNotQueueUp(t *testing.T) {
@@ -53,7 +53,7 @@ func TestManyNoticesOfOneEventDoNotQueueUp(t *testing.T) {
 	h.enqueue(termsig.Notice{Source: "signal", Kind: termsig.Terminate, Event: "SIGTERM"}, true)
 	h.wg.Wait()
 	took := time.Since(start)
-	done := strings.Count(logs.String(), "watch: hook done")
+	done := strings.Count(logs.String(), "termsig: hook done")
 	assert.LessOrEqual(t, done, 3, "the first SIGHUP, at most the latest one, and SIGTERM")
 	assert.Contains(t, logs.String(), "replaces a hook not yet started")
 	assert.Less(t, took, 2*time.Second, "twenty queued hooks would take 4 s")
@@ -62,8 +62,8 @@ func TestManyNoticesOfOneEventDoNotQueueUp(t *testing.T) {
 
 func TestImminentHookIsKilledAtMaxDrainNotAtAFarDeadline(t *testing.T) {
 	srv, env := imdsEnv(t)
-	r := start(t, env, "--sources", "imds", "--imds-interval", "20ms", "--max-drain", "300ms", "--exec", "exec sleep 1000")
-	waitLog(t, r, "watch: watching", "")
+	r := start(t, env, "hook", "--sources", "imds", "--imds-interval", "20ms", "--max-drain", "300ms", "exec sleep 1000")
+	waitLog(t, r, "termsig: watching", "")
 	srv.SetInterruption("terminate", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
 	assert.Equal(t, 1, r.wait(), "a hook killed at its timeout is a failure")
 	assert.Contains(t, r.stderr.String(), "hook killed at its timeout")

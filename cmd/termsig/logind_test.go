@@ -14,14 +14,14 @@ import (
 	"github.com/termsig/termsig/logind/logindtest"
 )
 
-// TestHookThenRelease: with --follow, watch goes on after the hook of a
+// TestHookThenRelease: with --follow, termsig goes on after the hook of a
 // shutdown, so it releases logind's delay lock once the hook is over: the
 // shutdown need not wait for the delay to run out.
 func TestHookThenRelease(t *testing.T) {
 	bus, fake := logindtest.Start(t, logindtest.Config{InhibitDelayMax: time.Minute})
 
 	r := start(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()},
-		"--sources", "logind", "--follow", "--exec", "sleep 0.2")
+		"hook", "--sources", "logind", "--follow", "sleep 0.2")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	require.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return len(all) == 1 }))
@@ -33,7 +33,7 @@ func TestHookThenRelease(t *testing.T) {
 	assert.GreaterOrEqual(t, took, 200*time.Millisecond, "not before the hook is over")
 	select {
 	case <-r.exited:
-		t.Fatal("watch --follow ended")
+		t.Fatal("termsig print --follow ended")
 	default:
 	}
 	t.Logf("shutdown announced → lock released after the hook: %v", took.Round(time.Millisecond))
@@ -41,7 +41,7 @@ func TestHookThenRelease(t *testing.T) {
 
 func logindFake(t *testing.T) *logindtest.Logind {
 	bus, fake := logindtest.Start(t, logindtest.Config{InhibitDelayMax: time.Minute})
-	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address()) // inherited by watch
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address()) // inherited by termsig
 	return fake
 }
 
@@ -51,8 +51,8 @@ func logindFake(t *testing.T) *logindtest.Logind {
 // or without.
 func TestPrintDoesNotHold(t *testing.T) {
 	fake := logindFake(t)
-	r := start(t, nil, "--sources", "logind", "--follow")
-	waitLog(t, r, "watch: watching", "") // New has returned: the source is set up
+	r := start(t, nil, "print", "--sources", "logind", "--follow")
+	waitLog(t, r, "termsig: watching", "") // New has returned: the source is set up
 	require.NoError(t, fake.PrepareForShutdown("poweroff"))
 	waitStdout(t, r, "shutdown/poweroff")
 	assert.Empty(t, fake.Inhibitors(), "no lock taken")
@@ -63,18 +63,18 @@ func TestPrintDoesNotHold(t *testing.T) {
 // for it.
 func TestFilteredOutNoticeReleases(t *testing.T) {
 	fake := logindFake(t)
-	r := start(t, nil, "--sources", "logind", "--kinds", "terminate", "--exec", "true")
+	r := start(t, nil, "hook", "--sources", "logind", "--kinds", "terminate", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	require.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return len(all) == 1 }))
-	waitLog(t, r, "watch: watching", "")                  // New has returned: the source is set up
+	waitLog(t, r, "termsig: watching", "")                // New has returned: the source is set up
 	require.NoError(t, fake.PrepareForShutdown("reboot")) // Kind Reboot: filtered out
 	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	assert.NoError(t, fake.Wait(ctx, func(all []logindtest.Inhibitor) bool { return !all[0].Released.IsZero() }))
 }
 
-// waitStdout waits until watch has printed a line containing want.
+// waitStdout waits until termsig has printed a line containing want.
 func waitStdout(t *testing.T, r *run, want string) {
 	t.Helper()
 	deadline := time.After(wait)
@@ -86,7 +86,7 @@ func waitStdout(t *testing.T, r *run, want string) {
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("watch never printed %q; it printed:\n%s", want, r.stdout.String())
+			t.Fatalf("termsig never printed %q; it printed:\n%s", want, r.stdout.String())
 		}
 	}
 }

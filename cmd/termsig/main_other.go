@@ -1,15 +1,15 @@
 //go:build !unix
 
-// Command watch needs a POSIX system: it runs hooks through /bin/sh and
-// supervises commands by process group. See README.md.
 package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "watch: needs Linux or macOS (process groups and /bin/sh)")
-	os.Exit(1)
+// watchMain: print, hook and supervise need a POSIX system (hooks run
+// through /bin/sh, commands are supervised by process group).
+func watchMain(cmd string, _ []string, _, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "termsig %s: needs Linux or macOS (process groups and /bin/sh); sources and fake work here\n", cmd)
+	return exitFailed
 }

@@ -29,11 +29,11 @@ func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logg
 		case nt = <-n.C():
 		}
 		if !o.wants(nt) {
-			log.Debug("watch: notice filtered out by --kinds", "notice", nt)
+			log.Debug("termsig: notice filtered out by --kinds", "notice", nt)
 			continue
 		}
 		if err := printOne(w, o.format, nt); err != nil {
-			log.Error("watch: cannot write the notice", "err", err)
+			log.Error("termsig: cannot write the notice", "err", err)
 			return exitFailed
 		}
 		if o.ends(nt) {

@@ -18,10 +18,10 @@ import (
 	"github.com/termsig/termsig"
 )
 
-// forwarded are the signals watch passes on to the command as they are.
+// forwarded are the signals termsig passes on to the command as they are.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-// catchable is forwarded less the signals that were ignored when watch
+// catchable is forwarded less the signals that were ignored when termsig
 // started (as under nohup): os/signal would otherwise un-ignore them for
 // the command too.
 func catchable() []os.Signal {
@@ -35,18 +35,18 @@ func catchable() []os.Signal {
 }
 
 // extendEvery is how often systemd is told again, while the command
-// drains, that watch needs until the kill time (EXTEND_TIMEOUT_USEC).
+// drains, that termsig needs until the kill time (EXTEND_TIMEOUT_USEC).
 const extendEvery = 5 * time.Second
 
 // supervise runs o.cmd in a process group of its own and returns its exit
-// status (128+N if it died of signal N). Signals that watch receives are
+// status (128+N if it died of signal N). Signals that termsig receives are
 // forwarded; an imminent platform notice sends the command o.signal, and
 // SIGKILL to its whole group at the deadline minus o.margin (at most
 // o.maxDrain after the notice), or o.grace later when the notice has no
 // deadline, and once the command has exited.
 func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	// Before the command starts, so that a signal in between is forwarded,
-	// not watch's death.
+	// not termsig's death.
 	sigc := make(chan os.Signal, 32)
 	ossignal.Notify(sigc, catchable()...)
 	defer ossignal.Stop(sigc)
@@ -56,16 +56,16 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		log.Error("watch: cannot start the command", "cmd", o.cmd[0], "err", err)
+		log.Error("termsig: cannot start the command", "cmd", o.cmd[0], "err", err)
 		return startStatus(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	log.Info("watch: command started", "cmd", o.cmd[0], "pid", cmd.Process.Pid)
+	log.Info("termsig: command started", "cmd", o.cmd[0], "pid", cmd.Process.Pid)
 	notify("READY=1", log)
 
 	if len(srcs) == 0 {
-		log.Warn("watch: no platform source to watch: only forwarding signals", "sources", o.sources)
+		log.Warn("termsig: no platform source to watch: only forwarding signals", "sources", o.sources)
 	}
 	n := newNotifier(srcs, log)
 	defer n.Stop()
@@ -79,7 +79,7 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 		case nt := <-n.C():
 			s.notice(nt)
 		case <-s.kill.C:
-			log.Warn("watch: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.proc.Pid)
+			log.Warn("termsig: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.proc.Pid)
 			_ = killGroup(s.proc.Pid)
 		case <-s.extend.C:
 			s.extendTimeout()
@@ -116,7 +116,7 @@ func terminating(sig syscall.Signal) bool {
 }
 
 func (s *supervisor) forward(sig os.Signal) {
-	s.log.Info("watch: forwarding a signal to the command", "signal", termsig.SignalName(sig), "pid", s.proc.Pid)
+	s.log.Info("termsig: forwarding a signal to the command", "signal", termsig.SignalName(sig), "pid", s.proc.Pid)
 	s.send(sig.(syscall.Signal))
 }
 
@@ -125,7 +125,7 @@ func (s *supervisor) forward(sig os.Signal) {
 // by SIGCONT, as systemd does, so that a stopped command sees it.
 func (s *supervisor) send(sig syscall.Signal) {
 	if err := s.proc.Signal(sig); err != nil {
-		s.log.Warn("watch: cannot signal the command", "signal", termsig.SignalName(sig), "err", err)
+		s.log.Warn("termsig: cannot signal the command", "signal", termsig.SignalName(sig), "err", err)
 		return
 	}
 	if terminating(sig) || sig == s.o.signal {
@@ -138,28 +138,28 @@ func (s *supervisor) send(sig syscall.Signal) {
 // command; a later one with an earlier deadline brings SIGKILL forward.
 func (s *supervisor) notice(nt termsig.Notice) {
 	if !s.o.wants(nt) || !nt.Kind.Imminent() {
-		s.log.Info("watch: notice", "notice", nt, "acted", false)
+		s.log.Info("termsig: notice", "notice", nt, "acted", false)
 		letGo(s.release, nt, s.log)
 		return
 	}
 	at := s.killTime(nt)
 	first := s.killAt.IsZero()
 	if !first && !at.Before(s.killAt) {
-		s.log.Info("watch: another imminent notice; the kill time stays", "notice", nt, "kill_at", s.killAt)
+		s.log.Info("termsig: another imminent notice; the kill time stays", "notice", nt, "kill_at", s.killAt)
 		return
 	}
 	s.killAt = at
 	s.kill.Reset(time.Until(at))
 	if !first {
-		s.log.Warn("watch: an earlier deadline: SIGKILL moves forward", "notice", nt, "kill_at", at)
+		s.log.Warn("termsig: an earlier deadline: SIGKILL moves forward", "notice", nt, "kill_at", at)
 		s.extendTimeout()
 		return
 	}
 	notify("STOPPING=1", s.log)
 	if s.stopSent {
-		s.log.Warn("watch: imminent notice; the command was already asked to stop", "notice", nt, "kill_at", at)
+		s.log.Warn("termsig: imminent notice; the command was already asked to stop", "notice", nt, "kill_at", at)
 	} else {
-		s.log.Warn("watch: imminent notice: stopping the command", "notice", nt, "signal", termsig.SignalName(s.o.signal), "kill_at", at)
+		s.log.Warn("termsig: imminent notice: stopping the command", "notice", nt, "signal", termsig.SignalName(s.o.signal), "kill_at", at)
 		s.send(s.o.signal)
 	}
 	s.extendTimeout()
@@ -171,7 +171,7 @@ func (s *supervisor) notice(nt termsig.Notice) {
 func (s *supervisor) killTime(nt termsig.Notice) time.Time {
 	at, capped := s.o.drainEnd(nt)
 	if capped {
-		s.log.Warn("watch: the deadline is further than --max-drain after the notice: SIGKILL comes --max-drain after it", "notice", nt, "max_drain", s.o.maxDrain)
+		s.log.Warn("termsig: the deadline is further than --max-drain after the notice: SIGKILL comes --max-drain after it", "notice", nt, "max_drain", s.o.maxDrain)
 	}
 	now := time.Now()
 	if !at.Before(now) {
@@ -181,11 +181,11 @@ func (s *supervisor) killTime(nt termsig.Notice) time.Time {
 	if nt.Deadline.After(now) && nt.Deadline.Before(at) {
 		at = nt.Deadline
 	}
-	s.log.Warn("watch: the deadline minus the margin has passed: the command gets a moment anyway", "notice", nt, "kill_at", at)
+	s.log.Warn("termsig: the deadline minus the margin has passed: the command gets a moment anyway", "notice", nt, "kill_at", at)
 	return at
 }
 
-// extendTimeout tells systemd, under which watch may run, to wait for the
+// extendTimeout tells systemd, under which termsig may run, to wait for the
 // drain until a little after the kill time, and to be told again; past
 // the kill time it stops, so that systemd's own timeout applies.
 func (s *supervisor) extendTimeout() {
@@ -206,18 +206,18 @@ func (s *supervisor) killLeftovers() {
 		return
 	}
 	if killGroup(s.proc.Pid) == nil {
-		s.log.Warn("watch: the command exited after a notice: SIGKILL to what it left in its process group", "pgid", s.proc.Pid)
+		s.log.Warn("termsig: the command exited after a notice: SIGKILL to what it left in its process group", "pgid", s.proc.Pid)
 	}
 }
 
 func (s *supervisor) exited(cmd *exec.Cmd, err error) int {
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		s.log.Error("watch: waiting for the command failed", "err", err)
+		s.log.Error("termsig: waiting for the command failed", "err", err)
 		return exitFailed
 	}
 	code := exitStatus(cmd.ProcessState)
-	s.log.Info("watch: command exited", "status", code, "state", cmd.ProcessState.String())
+	s.log.Info("termsig: command exited", "status", code, "state", cmd.ProcessState.String())
 	return code
 }
 
@@ -236,10 +236,10 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// notify sends state to systemd when watch runs under it (NOTIFY_SOCKET);
+// notify sends state to systemd when termsig runs under it (NOTIFY_SOCKET);
 // elsewhere it does nothing.
 func notify(state string, log *slog.Logger) {
 	if _, err := daemon.SdNotify(false, state); err != nil {
-		log.Warn("watch: sd_notify failed", "state", state, "err", err)
+		log.Warn("termsig: sd_notify failed", "state", state, "err", err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 func TestDeadlineAlreadyPastStillLeavesAMoment(t *testing.T) {
 	srv, env := imdsEnv(t)
-	r := start(t, append(env, childOn, "WATCH_TEST_ON_TERM=ignore"),
-		append([]string{"--sources", "imds", "--imds-interval", "20ms", "--grace", "500ms"}, child()...)...)
+	r := start(t, append(env, childOn, "TERMSIG_TEST_ON_TERM=ignore"),
+		append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms", "--grace", "500ms"}, child()...)...)
 	r.expect("ready")
 	srv.SetInterruption("terminate", time.Now().Add(-10*time.Second))
 	got, err := strconv.ParseInt(r.expect("at SIGTERM"), 10, 64)
@@ -29,7 +29,7 @@ func TestDeadlineAlreadyPastStillLeavesAMoment(t *testing.T) {
 }
 
 func TestAStoppedCommandStillGetsItsSIGTERM(t *testing.T) {
-	r := start(t, []string{childOn}, append([]string{"--sources", "signal"}, child()...)...)
+	r := start(t, []string{childOn}, append([]string{"supervise", "--sources", "signal"}, child()...)...)
 	pid, err := strconv.Atoi(r.expect("ready"))
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
@@ -66,8 +66,8 @@ func TestSystemdIsToldReadyThenStoppingAndTheTimeLeft(t *testing.T) {
 
 	srv, env := imdsEnv(t)
 	r := start(t, append(env, childOn, "NOTIFY_SOCKET="+sock),
-		append([]string{"--sources", "imds", "--imds-interval", "20ms", "--margin", "1s"}, child()...)...)
-	assert.Equal(t, `""`, r.expect("notify-socket"), "the command does not get watch's NOTIFY_SOCKET")
+		append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms", "--margin", "1s"}, child()...)...)
+	assert.Equal(t, `""`, r.expect("notify-socket"), "the command does not get termsig's NOTIFY_SOCKET")
 	assert.Equal(t, "READY=1", next())
 	r.expect("ready")
 	deadline := time.Now().Add(30 * time.Second).Truncate(time.Second)
@@ -85,8 +85,8 @@ func TestSystemdIsToldReadyThenStoppingAndTheTimeLeft(t *testing.T) {
 
 func TestNoticeKillsWhatTheCommandLeftInItsGroupWhenItExits(t *testing.T) {
 	srv, env := imdsEnv(t)
-	r := start(t, append(env, childOn, "WATCH_TEST_GRANDCHILD=1"),
-		append([]string{"--sources", "imds", "--imds-interval", "20ms"}, child()...)...)
+	r := start(t, append(env, childOn, "TERMSIG_TEST_GRANDCHILD=1"),
+		append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms"}, child()...)...)
 	grandchild, err := strconv.Atoi(r.expect("grandchild"))
 	require.NoError(t, err)
 	r.expect("ready")
@@ -99,8 +99,8 @@ func TestNoticeKillsWhatTheCommandLeftInItsGroupWhenItExits(t *testing.T) {
 
 func TestAFarDeadlineIsCappedAtMaxDrain(t *testing.T) {
 	srv, env := imdsEnv(t)
-	r := start(t, append(env, childOn, "WATCH_TEST_ON_TERM=ignore"),
-		append([]string{"--sources", "imds", "--imds-interval", "20ms", "--grace", "1h", "--max-drain", "500ms"}, child()...)...)
+	r := start(t, append(env, childOn, "TERMSIG_TEST_ON_TERM=ignore"),
+		append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms", "--grace", "1h", "--max-drain", "500ms"}, child()...)...)
 	r.expect("ready")
 	srv.SetInterruption("terminate", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
 	got, err := strconv.ParseInt(r.expect("at SIGTERM"), 10, 64)

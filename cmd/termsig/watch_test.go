@@ -31,18 +31,18 @@ func imdsEnv(t *testing.T) (*imdstest.Server, []string) {
 
 func TestSpotInterruptionReachesTheCommandAsSIGTERM(t *testing.T) {
 	srv, env := imdsEnv(t)
-	r := start(t, append(env, childOn), append([]string{"--sources", "imds", "--imds-interval", "20ms"}, child()...)...)
+	r := start(t, append(env, childOn), append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms"}, child()...)...)
 	r.expect("ready")
 	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
 	assert.Equal(t, "SIGTERM", r.expect("signal"))
-	assert.Equal(t, 0, r.wait(), "the command exited 0 on SIGTERM, and so does watch")
+	assert.Equal(t, 0, r.wait(), "the command exited 0 on SIGTERM, and so does termsig")
 	assert.Contains(t, r.stderr.String(), "imminent notice: stopping the command")
 }
 
 func TestCommandIgnoringSIGTERMIsKilledWithItsGroupBeforeTheDeadline(t *testing.T) {
 	srv, env := imdsEnv(t)
-	r := start(t, append(env, childOn, "WATCH_TEST_ON_TERM=ignore", "WATCH_TEST_GRANDCHILD=1"),
-		append([]string{"--sources", "imds", "--imds-interval", "20ms", "--margin", "1s"}, child()...)...)
+	r := start(t, append(env, childOn, "TERMSIG_TEST_ON_TERM=ignore", "TERMSIG_TEST_GRANDCHILD=1"),
+		append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms", "--margin", "1s"}, child()...)...)
 	grandchild, err := strconv.Atoi(r.expect("grandchild"))
 	require.NoError(t, err)
 	r.expect("ready")
@@ -58,7 +58,7 @@ func TestCommandIgnoringSIGTERMIsKilledWithItsGroupBeforeTheDeadline(t *testing.
 }
 
 func TestSIGHUPPassesThroughAsSIGHUP(t *testing.T) {
-	r := start(t, []string{childOn}, append([]string{"--sources", "signal"}, child()...)...)
+	r := start(t, []string{childOn}, append([]string{"supervise", "--sources", "signal"}, child()...)...)
 	r.expect("ready")
 	r.signal(syscall.SIGHUP)
 	assert.Equal(t, "SIGHUP", r.expect("signal"), "a reload, not a stop")
@@ -76,12 +76,12 @@ func TestExitStatusIsTheCommands(t *testing.T) {
 		term bool
 		want int
 	}{
-		{"exit 0", []string{"WATCH_TEST_EXIT=0"}, false, 0},
-		{"exit 7", []string{"WATCH_TEST_EXIT=7"}, false, 7},
-		{"death by SIGTERM", []string{"WATCH_TEST_ON_TERM=die"}, true, 143},
+		{"exit 0", []string{"TERMSIG_TEST_EXIT=0"}, false, 0},
+		{"exit 7", []string{"TERMSIG_TEST_EXIT=7"}, false, 7},
+		{"death by SIGTERM", []string{"TERMSIG_TEST_ON_TERM=die"}, true, 143},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := start(t, append(tc.env, childOn), append([]string{"--sources", "signal"}, child()...)...)
+			r := start(t, append(tc.env, childOn), append([]string{"supervise", "--sources", "signal"}, child()...)...)
 			if tc.term {
 				r.expect("ready")
 				r.signal(syscall.SIGTERM)
@@ -90,7 +90,7 @@ func TestExitStatusIsTheCommands(t *testing.T) {
 		})
 	}
 	t.Run("not found", func(t *testing.T) {
-		r := start(t, nil, "--sources", "signal", "--", "/nonexistent/command")
+		r := start(t, nil, "supervise", "--sources", "signal", "--", "/nonexistent/command")
 		assert.Equal(t, 127, r.wait())
 		assert.Contains(t, r.stderr.String(), "cannot start the command")
 	})
@@ -99,7 +99,7 @@ func TestExitStatusIsTheCommands(t *testing.T) {
 func TestJSONLinesParseAsNotices(t *testing.T) {
 	srv := gcemetatest.NewServer()
 	defer srv.Close()
-	r := start(t, []string{"GCE_METADATA_HOST=" + srv.Host()}, "--sources", "gcemeta")
+	r := start(t, []string{"GCE_METADATA_HOST=" + srv.Host()}, "print", "--sources", "gcemeta")
 	srv.Set("instance/maintenance-event", "MIGRATE_ON_HOST_MAINTENANCE")
 	srv.Set("instance/preempted", "TRUE")
 	assert.Equal(t, 0, r.wait(), "exits after the first imminent notice")
@@ -121,7 +121,7 @@ func TestTextFormatAndKindsFilter(t *testing.T) {
 	acpid, err := acpitest.NewAcpid()
 	require.NoError(t, err)
 	defer acpid.Close()
-	r := start(t, nil, "--sources", "acpi", "--acpid-socket", acpid.Path(), "--format", "text", "--kinds", "terminate")
+	r := start(t, nil, "print", "--sources", "acpi", "--acpid-socket", acpid.Path(), "--format", "text", "--kinds", "terminate")
 	require.NoError(t, acpid.WaitClients(t.Context(), 1))
 	_, err = acpid.PressPowerButton()
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestHookGetsTheNoticeAndIsKilledAtItsTimeout(t *testing.T) {
 	defer acpid.Close()
 	dir := t.TempDir()
 	hook := `env | grep ^TERMSIG_ | sort > ` + filepath.Join(dir, "env") + `; cat > ` + filepath.Join(dir, "stdin") + `; echo said something; sleep 1000`
-	r := start(t, nil, "--sources", "acpi", "--acpid-socket", acpid.Path(), "--exec", hook, "--hook-timeout", "300ms")
+	r := start(t, nil, "hook", "--sources", "acpi", "--acpid-socket", acpid.Path(), "--hook-timeout", "300ms", hook)
 	require.NoError(t, acpid.WaitClients(t.Context(), 1))
 	pressed := time.Now()
 	_, err = acpid.PressPowerButton()
@@ -163,20 +163,71 @@ func TestBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--no-such-flag"}, "flag provided but not defined"},
-		{[]string{"--format", "xml"}, "--format must be json or text"},
-		{[]string{"--kinds", "terminate,explode"}, `--kinds: termsig: unknown kind "explode"`},
-		{[]string{"--sources", "imds,nope"}, `unknown source "nope"`},
-		{[]string{"--signal", "SIGNOPE", "--", "true"}, `--signal: unknown signal "SIGNOPE"`},
-		{[]string{"--exec", "true", "--", "true"}, "exclude each other"},
-		{[]string{"--grace", "0"}, "--grace and --max-drain must be positive"},
-		{[]string{"--max-drain", "0"}, "--grace and --max-drain must be positive"},
+		{[]string{"print", "--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"print", "--format", "xml"}, "--format must be json or text"},
+		{[]string{"print", "--kinds", "terminate,explode"}, `--kinds: termsig: unknown kind "explode"`},
+		{[]string{"print", "--sources", "imds,nope"}, `unknown source "nope"`},
+		{[]string{"print", "--sources", "signal,signal"}, `"signal" named twice`},
+		{[]string{"print", "true"}, "takes no arguments"},
+		{[]string{"print", "--signal", "TERM"}, "flag provided but not defined: -signal"},
+		{[]string{"supervise", "--signal", "SIGNOPE", "--", "true"}, `--signal: unknown signal "SIGNOPE"`},
+		{[]string{"supervise", "--exec", "true", "--", "true"}, "flag provided but not defined: -exec"},
+		{[]string{"supervise", "--follow", "--", "true"}, "flag provided but not defined: -follow"},
+		{[]string{"supervise", "--grace", "0", "true"}, "--grace and --max-drain must be positive"},
+		{[]string{"hook", "--max-drain", "0", "true"}, "--grace and --max-drain must be positive"},
+		{[]string{"hook", "--margin", "-1s", "true"}, "must not be negative"},
+		{[]string{"hook"}, "no shell command"},
+		{[]string{"hook", " "}, "the shell command is empty"},
+		{[]string{"hook", "echo", "hi"}, "takes one shell command, not 2 arguments: quote it"},
+		{[]string{"supervise"}, "no command to supervise"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := start(t, nil, tc.args...)
 			assert.Equal(t, 2, r.wait())
 			assert.Contains(t, r.stderr.String(), tc.want)
-			assert.Contains(t, r.stderr.String(), "usage: watch")
+			assert.Contains(t, r.stderr.String(), "usage: termsig "+tc.args[0])
 		})
+	}
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{}, {"--sources", "signal"}, {"watch"}} {
+		r := start(t, nil, args...)
+		assert.Equal(t, 2, r.wait(), args)
+		assert.Contains(t, r.stderr.String(), "usage: termsig COMMAND", args)
+		assert.Empty(t, r.stdout.String(), args)
+	}
+}
+
+func TestHelpExitsZeroWithTheUsageOnStdout(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "termsig supervise [flags] -- CMD ARGS..."},
+		{[]string{"--help"}, "termsig hook      [flags] 'SHELL COMMAND'"},
+		{[]string{"help"}, "termsig fake      imds|gce|azure"},
+		{[]string{"supervise", "-h"}, "usage: termsig supervise [--signal SIG]"},
+		{[]string{"supervise", "--help"}, "-max-drain duration"},
+		{[]string{"hook", "-h"}, "-hook-timeout duration"},
+		{[]string{"print", "-h"}, "-format string"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := start(t, nil, tc.args...)
+			assert.Equal(t, 0, r.wait())
+			assert.Contains(t, r.stdout.String(), tc.want)
+			assert.Empty(t, r.stderr.String())
+		})
+	}
+	r := start(t, nil, "supervise", "-h")
+	r.wait()
+	assert.Contains(t, r.stdout.String(), "-- CMD ARGS...")
+}
+
+func TestVersionNamesTheBinary(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r := start(t, nil, args...)
+		assert.Equal(t, 0, r.wait())
+		assert.Regexp(t, `^termsig \S+.* go1\.\S+ linux/\w+\n$`, r.stdout.String())
 	}
 }
