@@ -35,6 +35,17 @@ var (
 	demoDeadline    = 10 * time.Second
 )
 
+// demoDeadlineFrom is the deadline of an interruption announced at now:
+// demoDeadline later, rounded up to the second (IMDS's times are whole
+// seconds), so that it is never less than demoDeadline away.
+func demoDeadlineFrom(now time.Time) time.Time {
+	d := now.Add(demoDeadline)
+	if t := d.Truncate(time.Second); t.Before(d) {
+		return t.Add(time.Second)
+	}
+	return d
+}
+
 // runDemo runs the runner against an embedded registry and a fake IMDS on
 // loopback: no cloud and no setup. The fake announces a spot interruption
 // while the long job runs; the runner drains, re-queues it, unregisters and
@@ -62,7 +73,8 @@ func runDemo(tl *timeline, cfg config) int {
 	fake := imdstest.NewServer()
 	defer fake.Close()
 	fmt.Fprintf(os.Stderr, "demo: registry on %s with %d jobs queued; fake IMDS on %s\n", url, len(demoJobs), fake.URL)
-	fmt.Fprintf(os.Stderr, "demo: once job %s has run for %v, the fake IMDS announces a spot interruption with a deadline %v later\n\n", demoLongJob, demoNoticeAfter, demoDeadline)
+	fmt.Fprintf(os.Stderr, "demo: once job %s has run for %v, the fake IMDS announces a spot interruption with its deadline %v later\n"+
+		"demo: (rounded up to the second, as IMDS gives it); the runner sees it at its next poll, at most a second later\n\n", demoLongJob, demoNoticeAfter, demoDeadline)
 
 	stopAnnouncer := announceWhenRunning(client.WithToken(admin), fake, tl)
 	defer stopAnnouncer()
@@ -174,8 +186,11 @@ func announceWhenRunning(c *registry.Client, fake *imdstest.Server, tl *timeline
 				return
 			case <-time.After(demoNoticeAfter):
 			}
-			fake.SetInterruption("terminate", time.Now().Add(demoDeadline).Truncate(time.Second))
-			tl.Printf("[demo] the fake IMDS now answers spot/instance-action: terminate")
+			now := time.Now()
+			deadline := demoDeadlineFrom(now)
+			fake.SetInterruption("terminate", deadline)
+			tl.Printf("[demo] the fake IMDS now answers spot/instance-action: terminate at %s (in %v)",
+				deadline.UTC().Format(time.TimeOnly), deadline.Sub(now).Round(time.Millisecond))
 			return
 		}
 	}()

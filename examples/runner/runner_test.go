@@ -518,6 +518,19 @@ func TestSdNotify(t *testing.T) {
 func TestDemo(t *testing.T) {
 	p := startProc(t, runnerBin, nil, "-demo")
 	assert.Equal(t, 0, p.waitExit())
+	// What the demo says of the deadline is what the runner sees: 10 s
+	// after the announcement, less the time to the runner's next poll.
+	p.waitLine(`with its deadline 10s later`, 1)
+	announced := p.waitLine(`\[demo\] the fake IMDS now answers spot/instance-action: terminate at .* \(in .*\)`, 1)
+	seen := p.waitLine(`\] deadline in `, 1)
+	ahead, err := time.ParseDuration(regexp.MustCompile(`\(in (.*)\)`).FindStringSubmatch(announced)[1])
+	require.NoError(t, err)
+	left, err := time.ParseDuration(regexp.MustCompile(`deadline in (\S+)`).FindStringSubmatch(seen)[1])
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, ahead, 10*time.Second, announced)
+	assert.Less(t, ahead, 11*time.Second, announced)
+	assert.LessOrEqual(t, left, ahead, seen)
+	assert.Greater(t, left, ahead-1100*time.Millisecond, "the runner polls IMDS every second: %s", seen)
 	p.waitLine(`job j-3 re-queued`, 1)
 	line := p.waitLine(`summary: imds: terminate .*notice to unregistered`, 1)
 	t.Log(line)
