@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -263,10 +265,31 @@ func (s *Source) Available() error {
 	return nil
 }
 
-// unavailable is the error of a source that finds no transport.
+// unavailable is the error of a source that finds no transport: what it
+// saw of each transport it was to use, on one line. c has its defaults.
 func (c Config) unavailable() error {
-	return fmt.Errorf("acpi: no power-button transport (netlink family %s, acpid socket %s, input devices %s with KEY_POWER): %w",
-		genlFamily, c.AcpidSocket, c.InputDevices, termsig.ErrUnavailable)
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("acpi: the power button is watched on Linux only: %w", termsig.ErrUnavailable)
+	}
+	var why []string
+	if c.Transports&Netlink != 0 {
+		why = append(why, "the kernel's netlink family "+genlFamily+" cannot be subscribed to")
+	}
+	if c.Transports&Acpid != 0 {
+		if fi, err := os.Stat(c.AcpidSocket); err == nil && fi.Mode()&os.ModeSocket == 0 {
+			why = append(why, c.AcpidSocket+" is not a socket")
+		} else {
+			why = append(why, "no acpid socket at "+c.AcpidSocket)
+		}
+	}
+	if c.Transports&Input != 0 {
+		if m, _ := filepath.Glob(c.InputDevices); len(m) == 0 {
+			why = append(why, "no input device at "+c.InputDevices)
+		} else {
+			why = append(why, fmt.Sprintf("none of the %d input devices at %s is readable and has KEY_POWER", len(m), c.InputDevices))
+		}
+	}
+	return fmt.Errorf("acpi: no power-button transport: %s: %w", strings.Join(why, ", "), termsig.ErrUnavailable)
 }
 
 // Watch sends a termsig.Terminate notice for each press of the power

@@ -82,8 +82,9 @@ func (s *Source) Available() error {
 	if _, from := s.cfg.endpoint(); from != "" {
 		return nil
 	}
-	if !host.Detect(s.cfg.withDefaults().Root, nil).Azure {
-		return fmt.Errorf("azure: not an Azure VM (by its firmware) and no endpoint configured: %w", termsig.ErrUnavailable)
+	if root := s.cfg.withDefaults().Root; !host.Detect(root, nil).Azure {
+		return fmt.Errorf("azure: not an Azure VM (%s), and neither Config.Endpoint nor %s is set: %w",
+			host.ReadBIOS(root).Quote("chassis_asset_tag"), EndpointEnv, termsig.ErrUnavailable)
 	}
 	return nil
 }
@@ -131,10 +132,12 @@ var ErrShared = errors.New("azure: the event concerns other VMs too; acknowledgi
 // termsig.Releaser. An event that is no longer in the document, or was
 // acknowledged already (an event that left and came back is new), or a
 // Cleared notice, is left alone (nil); an event that names
-// other VMs too is refused ([ErrShared]). The request is retried until it
-// succeeds, the event leaves the document, or ctx is done; the error then
-// says why. Concurrent Releases of one event send one request. Stop never
-// acknowledges anything.
+// other VMs too is refused ([ErrShared]). The request is retried, with
+// the backoff of polls, until it succeeds, the event leaves the document,
+// or ctx is done; the error then says why. So Release blocks for as long
+// as ctx allows against a service that keeps failing (on a real VM, until
+// the VM is gone): give ctx a timeout. Concurrent Releases of one event
+// send one request. Stop never acknowledges anything.
 func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
 	if n.Source != Name {
 		return fmt.Errorf("azure: release of a notice of source %q", n.Source)

@@ -337,7 +337,8 @@ func (s *Source) host() (string, error) {
 		case in.GCE:
 			return DefaultHost, nil
 		default:
-			return "", fmt.Errorf("gcemeta: not on GCE (the firmware does not say Google, and %s is not set): %w", HostEnv, termsig.ErrUnavailable)
+			return "", fmt.Errorf("gcemeta: not on GCE (%s), and neither Config.Host nor %s is set: %w",
+				host.ReadBIOS(c.Root).Quote("product_name"), HostEnv, termsig.ErrUnavailable)
 		}
 	}
 	if u, err := url.Parse("http://" + h + "/"); err != nil || u.Host != h || u.User != nil {

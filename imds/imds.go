@@ -71,7 +71,8 @@ func (s *Source) Name() string { return Name }
 // error does not wrap termsig.ErrUnavailable, so that a mistake in its
 // Config shows as a failed source instead of dropping it without a word.
 func (s *Source) Available() error {
-	in := host.Detect(s.cfg.withDefaults().Root, nil)
+	root := s.cfg.withDefaults().Root
+	in := host.Detect(root, nil)
 	if err := s.cfg.validate(in); err != nil {
 		return err
 	}
@@ -84,7 +85,8 @@ func (s *Source) Available() error {
 	case in.IMDSEndpoint != "":
 		return nil
 	case !in.EC2:
-		return fmt.Errorf("imds: not an EC2 instance (by its firmware) and no endpoint configured: %w", termsig.ErrUnavailable)
+		return fmt.Errorf("imds: not an EC2 instance (%s), and neither Config.Endpoint nor AWS_EC2_METADATA_SERVICE_ENDPOINT is set: %w",
+			host.ReadBIOS(root).Quote("sys_vendor", "board_vendor", "bios_vendor", "bios_version"), termsig.ErrUnavailable)
 	}
 	return nil
 }

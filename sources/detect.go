@@ -19,9 +19,10 @@ import (
 
 // Config tunes [Detect]. The zero Config is ready to use.
 type Config struct {
-	// Logger receives one line saying what was detected, and is handed to
-	// the sources whose own Config has no Logger. Nil means no line from
-	// Detect, and slog.Default() for the sources.
+	// Logger receives one line saying what was detected and, at debug
+	// level, one line per source left out with its reason; it is handed
+	// to the sources whose own Config has no Logger. Nil means no line
+	// from Detect, and slog.Default() for the sources.
 	Logger *slog.Logger
 
 	// Signals are the signals to watch; nil means signal.New's defaults
@@ -101,22 +102,21 @@ type Config struct {
 //
 // Detection reads only these local facts, so it is fast and never probes
 // the network. Hand the result to termsig.New.
+//
+// Each source left out is logged at debug level on cfg.Logger, with its
+// reason (see [Explain]), and the sources chosen at level Info.
 func Detect(cfg Config) []termsig.Source {
 	var srcs []termsig.Source
-	for _, k := range known {
-		s := k.build(cfg)
-		if cfg.PlatformOnly && local(s) {
-			continue
-		}
-		if d, ok := s.(termsig.Detector); !ok || applies(d.Available()) {
-			srcs = append(srcs, s)
+	names := []string{}
+	for _, c := range Explain(cfg) {
+		if c.Chosen {
+			srcs = append(srcs, c.Source)
+			names = append(names, c.Source.Name())
+		} else if cfg.Logger != nil {
+			cfg.Logger.Debug("termsig: source left out", "source", c.Source.Name(), "reason", c.Err)
 		}
 	}
 	if cfg.Logger != nil {
-		names := make([]string, len(srcs))
-		for i, s := range srcs {
-			names[i] = s.Name()
-		}
 		cfg.Logger.Info("termsig: detected sources", "sources", names)
 	}
 	return srcs

@@ -15,6 +15,7 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,60 @@ type BIOS struct {
 	AssetTag       string // type 3 asset tag: chassis_asset_tag; the SMBIOS table (Windows)
 	ProductUUID    string // type 1 UUID: product_uuid (Linux)
 	HypervisorUUID string // Xen's domain UUID: /sys/hypervisor/uuid (Linux)
+
+	registry bool // read from Windows' registry and SMBIOS table, not DMI files
+}
+
+// ReadBIOS returns the firmware's strings below root, as [Detect] reads
+// them, for a message that says what was read.
+func ReadBIOS(root string) BIOS { return readBIOS(root) }
+
+// Quote returns the strings of b named by their DMI file names
+// (sys_vendor, board_vendor, product_name, chassis_asset_tag; bios_vendor
+// and bios_version, which only Windows' reader has, are left out
+// elsewhere), as read, for a one-line message: `DMI sys_vendor "QEMU",
+// board_vendor "QEMU"`, or with the registry's names on Windows
+// (`SystemManufacturer "QEMU"`). A b with no string at all gives "no DMI
+// strings" (macOS, a container without /sys).
+func (b BIOS) Quote(names ...string) string {
+	if b == (BIOS{registry: b.registry}) {
+		if b.registry {
+			return "no BIOS strings in the registry"
+		}
+		return "no DMI strings"
+	}
+	var parts []string
+	for _, name := range names {
+		var v, win string
+		switch name {
+		case "sys_vendor":
+			v, win = b.SystemVendor, "SystemManufacturer"
+		case "board_vendor":
+			v, win = b.BoardVendor, "BaseBoardManufacturer"
+		case "product_name":
+			v, win = b.ProductName, "SystemProductName"
+		case "chassis_asset_tag":
+			v, win = b.AssetTag, "SMBIOS asset tag"
+		case "bios_vendor", "bios_version":
+			if !b.registry {
+				continue
+			}
+			v, win = b.BIOSVendor, "BIOSVendor"
+			if name == "bios_version" {
+				v, win = b.BIOSVersion, "BIOSVersion"
+			}
+		default:
+			panic("termsig: host.BIOS.Quote of an unknown string: " + name)
+		}
+		if b.registry {
+			name = win
+		}
+		parts = append(parts, fmt.Sprintf("%s %q", name, v))
+	}
+	if b.registry {
+		return strings.Join(parts, ", ")
+	}
+	return "DMI " + strings.Join(parts, ", ")
 }
 
 // Detect reads the facts of the host below root and from getenv

@@ -31,6 +31,7 @@ func readBIOS(root string) BIOS {
 	}
 	b := registryBIOS()
 	b.AssetTag = chassisAssetTag(smbiosTable())
+	b.registry = true
 	return b
 }
 

@@ -1,0 +1,353 @@
+package sourcescmd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig/acpi/acpitest"
+	"github.com/termsig/termsig/azure/azuretest"
+	"github.com/termsig/termsig/cmd/termsig/internal/sourcescmd"
+	"github.com/termsig/termsig/gcemeta/gcemetatest"
+	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/logind/logindtest"
+	"github.com/termsig/termsig/termsigtest"
+)
+
+// result is what one run of Main gave.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs "termsig sources" with args.
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	return runContext(t, context.Background(), args...)
+}
+
+func runContext(t *testing.T, ctx context.Context, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := sourcescmd.Main(ctx, args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// lines returns the table's lines by source name.
+func (r result) lines() map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		if name != "" {
+			m[name] = line
+		}
+	}
+	return m
+}
+
+// objects decodes the --json lines by source name.
+func (r result) objects(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	m := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		var o map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &o), line)
+		m[o["source"].(string)] = o
+	}
+	return m
+}
+
+// host makes a fake host root, a QEMU virtual machine as Linux shows it,
+// with a clean environment: every source but signal is left out there.
+func host(t *testing.T) string {
+	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS", "AZURE_METADATA_ENDPOINT"} {
+		t.Setenv(k, "")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "sys/class/dmi/id")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	for name, v := range map[string]string{"sys_vendor": "QEMU", "product_name": "Standard PC (Q35 + ICH9, 2009)"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644))
+	}
+	return root
+}
+
+func TestHelpPrintsTheUsageOnStdoutAndExitsZero(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "-help"} {
+		r := run(t, arg)
+		assert.Equal(t, 0, r.code, arg)
+		assert.Equal(t, sourcescmd.Usage, r.stdout, arg)
+		assert.Empty(t, r.stderr, arg)
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sources", "imds,nosuch"}, `--sources: unknown source "nosuch" (known: signal, imds, gcemeta, azure, acpi, logind)`},
+		{[]string{"--sources", "imds,"}, `--sources: unknown source ""`},
+		{[]string{"--timeout", "0"}, "--timeout must be positive, not 0s"},
+		{[]string{"--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"imds"}, `takes no arguments, not "imds"`},
+	} {
+		r := run(t, tc.args...)
+		assert.Equal(t, 2, r.code, tc.args)
+		assert.Empty(t, r.stdout, tc.args)
+		assert.Contains(t, r.stderr, "termsig sources: "+tc.want, tc.args)
+		assert.Contains(t, r.stderr, "\nusage: termsig sources [", tc.args)
+	}
+}
+
+func TestNoPlatformSourceExitsOneAndSaysWhyNot(t *testing.T) {
+	root := host(t)
+	r := run(t, "--root", root)
+	assert.Equal(t, 1, r.code, r.stdout+r.stderr)
+	assert.Empty(t, r.stderr)
+	got := r.lines()
+	assert.Regexp(t, `^signal   applies  first look: ready in \d+\.\d ms$`, got["signal"])
+	assert.Equal(t, `imds     no       not an EC2 instance (DMI sys_vendor "QEMU", board_vendor ""), and neither Config.Endpoint nor AWS_EC2_METADATA_SERVICE_ENDPOINT is set`, got["imds"])
+	assert.Equal(t, `gcemeta  no       not on GCE (DMI product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Host nor GCE_METADATA_HOST is set`, got["gcemeta"])
+	assert.Equal(t, `azure    no       not an Azure VM (DMI chassis_asset_tag ""), and neither Config.Endpoint nor AZURE_METADATA_ENDPOINT is set`, got["azure"])
+	if runtime.GOOS == "linux" {
+		assert.Equal(t, "acpi     no       no power-button transport: no acpid socket at "+root+"/var/run/acpid.socket, no input device at "+root+"/dev/input/event*", got["acpi"])
+		assert.Equal(t, "logind   no       no system bus (no socket at "+root+"/run/dbus/system_bus_socket, "+root+"/var/run/dbus/system_bus_socket)", got["logind"])
+	}
+	assert.Len(t, got, 6, r.stdout)
+}
+
+func TestOnlyTheNamedSourcesAreChecked(t *testing.T) {
+	r := run(t, "--root", host(t), "--sources", "signal")
+	assert.Equal(t, 1, r.code, "signal is not a platform source")
+	assert.Len(t, r.lines(), 1, r.stdout)
+	assert.Contains(t, r.lines()["signal"], "applies")
+}
+
+// The three metadata fakes, found through the SDKs' environment
+// variables, answer their first look.
+func TestMetadataServicesThatAnswerApplyAndExitZero(t *testing.T) {
+	root := host(t)
+	aws, gce, az := imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer()
+	defer aws.Close()
+	defer gce.Close()
+	defer az.Close()
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+	t.Setenv("GCE_METADATA_HOST", gce.Host())
+	t.Setenv("AZURE_METADATA_ENDPOINT", az.URL)
+
+	r := run(t, "--root", root, "--sources", "imds,gcemeta,azure")
+	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
+	for _, name := range []string{"imds", "gcemeta", "azure"} {
+		assert.Regexp(t, `^`+name+` +applies  first look: ready in \d+\.\d ms$`, r.lines()[name])
+	}
+
+	r = run(t, "--root", root, "--sources", "imds,gcemeta,azure", "--json")
+	assert.Equal(t, 0, r.code)
+	for name, o := range r.objects(t) {
+		assert.Equal(t, true, o["applies"], name)
+		assert.Equal(t, false, o["local"], name)
+		assert.Equal(t, "ready", o["first_look"], name)
+		assert.Positive(t, o["took_ms"], name)
+		assert.NotContains(t, o, "error", name)
+		assert.NotContains(t, o, "reason", name)
+	}
+}
+
+func TestJSONHasOneObjectPerSource(t *testing.T) {
+	r := run(t, "--root", host(t), "--json")
+	assert.Equal(t, 1, r.code)
+	got := r.objects(t)
+	assert.Len(t, got, 6)
+	assert.Equal(t, map[string]any{"source": "signal", "local": true, "applies": true, "first_look": "ready", "took_ms": got["signal"]["took_ms"]}, got["signal"])
+	assert.Equal(t, map[string]any{
+		"source": "gcemeta", "local": false, "applies": false,
+		"reason": `not on GCE (DMI product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Host nor GCE_METADATA_HOST is set`,
+	}, got["gcemeta"])
+}
+
+func TestNoticesFoundAtTheFirstLookAreShown(t *testing.T) {
+	root := host(t)
+	aws := imdstest.NewServer()
+	defer aws.Close()
+	aws.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+
+	r := run(t, "--root", root, "--sources", "imds")
+	assert.Equal(t, 0, r.code)
+	assert.Regexp(t, `^imds  applies  first look: ready in \d+\.\d ms\n {17}notice: imds: terminate \(spot interruption: terminate\), deadline `, r.stdout)
+
+	r = run(t, "--root", root, "--sources", "imds", "--json")
+	notices := r.objects(t)["imds"]["notices"].([]any)
+	require.Len(t, notices, 1)
+	assert.Equal(t, "terminate", notices[0].(map[string]any)["kind"])
+}
+
+func TestAServiceThatFailsAppliesAndShowsItsError(t *testing.T) {
+	root := host(t)
+	aws := imdstest.NewServer()
+	defer aws.Close()
+	aws.Inject(termsigtest.Fault{Status: 500})
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+
+	r := run(t, "--root", root, "--sources", "imds")
+	assert.Equal(t, 0, r.code, "it applies, and retries")
+	assert.Regexp(t, `^imds  applies  first look: failed in \d+\.\d ms, retrying: imds: .*500`, r.lines()["imds"])
+
+	r = run(t, "--root", root, "--sources", "imds", "--json")
+	o := r.objects(t)["imds"]
+	assert.Equal(t, "failed", o["first_look"])
+	assert.Contains(t, o["error"], "500")
+}
+
+func TestAClosedPortAppliesAndShowsConnectionRefused(t *testing.T) {
+	root := host(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, ln.Close())
+	t.Setenv("AZURE_METADATA_ENDPOINT", "http://"+ln.Addr().String())
+
+	r := run(t, "--root", root, "--sources", "azure")
+	assert.Equal(t, 0, r.code)
+	assert.Regexp(t, `^azure  applies  first look: failed in \d+\.\d ms, retrying: azure: .*connection refused`, r.lines()["azure"])
+}
+
+func TestAServiceThatHangsIsStillWaitingAtTheTimeout(t *testing.T) {
+	root := host(t)
+	gce := gcemetatest.NewServer()
+	defer gce.Close()
+	gce.Inject(termsigtest.Fault{Hang: true})
+	t.Setenv("GCE_METADATA_HOST", gce.Host())
+
+	start := time.Now()
+	r := run(t, "--root", root, "--sources", "gcemeta", "--timeout", "200ms")
+	assert.Less(t, time.Since(start), 5*time.Second, "bounded by --timeout")
+	assert.Equal(t, 0, r.code, "it applies: it may yet answer")
+	assert.Regexp(t, `^gcemeta  applies  first look: still waiting after \d+\.\d ms \(--timeout\)$`, r.lines()["gcemeta"])
+
+	r = run(t, "--root", root, "--sources", "gcemeta", "--timeout", "200ms", "--json")
+	o := r.objects(t)["gcemeta"]
+	assert.Equal(t, "timeout", o["first_look"])
+	// Took runs from the start of the source, a moment after the clock
+	// of --timeout started.
+	assert.InDelta(t, 200.0, o["took_ms"], 100.0)
+}
+
+// When the caller's context ends (SIGINT) before --timeout, the sources
+// still waiting say so.
+func TestAnInterruptedFirstLookSaysSo(t *testing.T) {
+	root := host(t)
+	aws := imdstest.NewServer()
+	defer aws.Close()
+	aws.Inject(termsigtest.Fault{Hang: true})
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() { done <- runContext(t, ctx, "--root", root, "--sources", "imds", "--timeout", "1m") }()
+	for aws.InFlight() == 0 {
+		select {
+		case <-aws.Served():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no request reached IMDS")
+		}
+	}
+	cancel()
+	select {
+	case r := <-done:
+		assert.Regexp(t, `^imds  applies  first look: still waiting after \d+\.\d (ms|s) \(interrupted\)$`, r.lines()["imds"])
+	case <-time.After(10 * time.Second):
+		t.Fatal("Main did not return when its context ended")
+	}
+}
+
+func TestAMisconfiguredSourceAppliesAndFailsWithTheMistake(t *testing.T) {
+	root := host(t)
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "169.254.169.254")
+	r := run(t, "--root", root, "--sources", "imds")
+	assert.Equal(t, 0, r.code)
+	assert.Regexp(t, `^imds  applies  first look: failed in \d+\.\d ms: imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "169.254.169.254" is not an absolute http or https URL with a host$`, r.lines()["imds"])
+
+	if runtime.GOOS == "linux" {
+		missing := filepath.Join(t.TempDir(), "acpid.socket")
+		r = run(t, "--root", root, "--sources", "acpi", "--acpid-socket", missing)
+		assert.Equal(t, 0, r.code)
+		assert.Regexp(t, `^acpi  applies  first look: failed in \d+\.\d ms: acpi: Config.AcpidSocket: stat `+missing+`: no such file or directory$`, r.lines()["acpi"])
+	}
+}
+
+func TestACPIAppliesWithAcpidUnderTheRoot(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the acpi source works on Linux only")
+	}
+	root := host(t)
+	acpid, err := acpitest.NewAcpid()
+	require.NoError(t, err)
+	defer acpid.Close()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/run"), 0o755))
+	require.NoError(t, os.Symlink(acpid.Path(), filepath.Join(root, "var/run/acpid.socket")))
+
+	r := run(t, "--root", root, "--sources", "acpi")
+	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `^acpi  applies  first look: ready in \d+\.\d ms$`, r.lines()["acpi"])
+
+	r = run(t, "--sources", "acpi", "--acpid-socket", acpid.Path(), "--root", root)
+	assert.Equal(t, 0, r.code, "--acpid-socket points acpi at it")
+}
+
+// logind's first look takes its delay lock, and lets go of it before
+// Main returns.
+func TestLogindOnTheBusApplies(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the logind source works on Linux only")
+	}
+	root := host(t)
+	bus, fake := logindtest.Start(t, logindtest.Config{})
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address())
+
+	r := run(t, "--root", root, "--sources", "logind")
+	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `^logind  applies  first look: ready in \d+\.\d ms$`, r.lines()["logind"])
+	assert.Len(t, fake.Inhibitors(), 1, "the lock was taken")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	released := func(all []logindtest.Inhibitor) bool { return len(all) == 1 && !all[0].Released.IsZero() }
+	assert.NoError(t, fake.Wait(ctx, released), "and released: its descriptor closed")
+}
+
+// A system bus without systemd-logind: Detect chooses logind by its
+// socket, and its first look finds that it does not apply after all.
+func TestLogindMissingFromTheBusDoesNotApply(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the logind source works on Linux only")
+	}
+	root := host(t)
+	bus, err := logindtest.StartBus()
+	if err != nil {
+		t.Skip(err)
+	}
+	defer bus.Close()
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address())
+
+	r := run(t, "--root", root, "--sources", "logind")
+	assert.Equal(t, 1, r.code, r.stdout+r.stderr)
+	assert.Regexp(t, `^logind  no       first look \(\d+\.\d ms\): `, r.lines()["logind"])
+
+	r = run(t, "--root", root, "--sources", "logind", "--json")
+	o := r.objects(t)["logind"]
+	assert.Equal(t, false, o["applies"])
+	assert.Equal(t, "unavailable", o["first_look"])
+	assert.NotEmpty(t, o["reason"])
+}

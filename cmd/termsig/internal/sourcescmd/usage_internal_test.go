@@ -1,0 +1,16 @@
+package sourcescmd
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/termsig/termsig/sources"
+)
+
+// Usage is a constant, written by hand: it must say what the code does.
+func TestUsageNamesTheKnownSourcesAndTheDefaultTimeout(t *testing.T) {
+	assert.Contains(t, Usage, "only these sources: "+strings.Join(sources.Names(), ", ")+"\n")
+	assert.Contains(t, Usage, "(default "+defaultTimeout.String()+")")
+}
