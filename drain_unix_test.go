@@ -52,7 +52,7 @@ func drainChild() int {
 	button.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "power button", Deadline: time.Now().Add(30 * time.Second)})
 	<-ctx.Done()
 	nt, _ := termsig.Cause(ctx)
-	drain, cancel := nt.DrainContext(ctx, time.Second, 10*time.Second)
+	drain, cancel := nt.DrainContext(ctx, termsig.Drain{Margin: time.Second, Fallback: 10 * time.Second})
 	defer cancel()
 
 	// The drain runs; systemd's SIGTERM arrives in the middle of it.

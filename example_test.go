@@ -76,8 +76,12 @@ func ExampleNotice_DrainContext() {
 
 	// Hand work back within the time left, keeping 10 s in hand; 30 s if
 	// the notice had no deadline.
-	ctx, cancel := nt.DrainContext(context.Background(), 10*time.Second, 30*time.Second)
+	ctx, cancel := nt.DrainContext(context.Background(), termsig.Drain{Margin: 10 * time.Second, Fallback: 30 * time.Second})
 	defer cancel()
+	if ctx.Err() != nil {
+		fmt.Println("no time left to drain") // less than 10 s to the deadline
+		return
+	}
 	end, _ := ctx.Deadline()
 	fmt.Println("drain for", end.Sub(seen))
 	// Output: drain for 1m50s
@@ -117,7 +121,12 @@ func ExampleNotifier_Release() {
 
 	nt := <-n.C()
 	// ... hand the work back, unregister ...
-	if err := n.Release(context.Background(), nt); err != nil {
+
+	// A release may retry over the network (azure's acknowledgement)
+	// until its context ends: bound it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.Release(ctx, nt); err != nil {
 		fmt.Println("release:", err)
 	}
 	fmt.Println("released:", lock.Released()[0].Event)

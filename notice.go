@@ -272,15 +272,36 @@ func (n *Notice) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// A Drain says when the context of [Notice.DrainContext] ends. The zero
+// Drain ends it at the notice's Deadline or, for a notice without one,
+// [DefaultDrainFallback] after the notice was seen.
+type Drain struct {
+	// Margin is the time kept in hand before the notice's Deadline, to
+	// exit, flush logs, or let the platform's own stop begin: the context
+	// ends Margin before the Deadline. Zero ends it at the Deadline; a
+	// negative Margin counts as zero. It does not apply to Fallback.
+	Margin time.Duration
+
+	// Fallback is how long the drain lasts, from the notice's Observed
+	// time, when the notice has no Deadline (a signal, a power-button
+	// press). Values below 1 mean DefaultDrainFallback (10 s).
+	Fallback time.Duration
+}
+
 // DrainContext returns a context for the work of leaving after n: cleaning
 // up, handing work back, unregistering. It keeps parent's values but not
 // its cancellation (parent is typically the context that n cancelled), and
-// it ends margin before n.Deadline, or fallback after n.Observed when the
-// Deadline is unknown (after now, if Observed is zero too). A negative
-// margin or fallback counts as zero; a fallback of zero gives a context
-// that is already done when the Deadline is unknown, as does a Deadline
-// that has already passed. Once it ends, its cause is an error that wraps
-// context.DeadlineExceeded and names n, so that [Cause] of it returns n.
+// it ends d.Margin before n.Deadline or, when the Deadline is unknown,
+// d.Fallback after n.Observed (after now, if Observed is zero too). Once
+// it ends, its cause is an error that wraps context.DeadlineExceeded and
+// names n, so that [Cause] of it returns n.
+//
+// When the time left before n.Deadline, at the call, is no more than
+// d.Margin (a Deadline already past included), there is no time to
+// drain: the context is already done when DrainContext returns, with Err
+// context.DeadlineExceeded and a Deadline (n.Deadline minus d.Margin) not
+// after now. A caller tells by checking Err at once; to spend what time
+// is left instead, it calls again with a smaller Margin.
 //
 // The Deadline is what the platform said, and nothing here bounds it: a
 // broken or hostile server can name year 9999, and the context then never
@@ -291,16 +312,20 @@ func (n *Notice) UnmarshalJSON(b []byte) error {
 //	}
 //
 // Call cancel when the drain is over, as for context.WithDeadline.
-func (n Notice) DrainContext(parent context.Context, margin, fallback time.Duration) (context.Context, context.CancelFunc) {
+func (n Notice) DrainContext(parent context.Context, d Drain) (context.Context, context.CancelFunc) {
 	var end time.Time
 	if !n.Deadline.IsZero() {
-		end = n.Deadline.Add(-max(margin, 0))
+		end = n.Deadline.Add(-max(d.Margin, 0))
 	} else {
 		start := n.Observed
 		if start.IsZero() {
 			start = time.Now()
 		}
-		end = start.Add(max(fallback, 0))
+		fallback := d.Fallback
+		if fallback < 1 {
+			fallback = DefaultDrainFallback
+		}
+		end = start.Add(fallback)
 	}
 	return context.WithDeadlineCause(context.WithoutCancel(parent), end, &drainError{n})
 }

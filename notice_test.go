@@ -144,10 +144,10 @@ func TestDrainContext(t *testing.T) {
 	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancelParent() // the context the notice cancelled
 
-	t.Run("deadline", func(t *testing.T) {
+	t.Run("ends margin before the deadline", func(t *testing.T) {
 		dl := time.Now().Add(time.Hour)
 		nt := termsig.Notice{Kind: termsig.Terminate, Deadline: dl, Observed: time.Now()}
-		ctx, cancel := nt.DrainContext(parent, 10*time.Second, time.Minute)
+		ctx, cancel := nt.DrainContext(parent, termsig.Drain{Margin: 10 * time.Second, Fallback: time.Minute})
 		defer cancel()
 		require.NoError(t, ctx.Err(), "not cancelled with its parent")
 		assert.Equal(t, "v", ctx.Value(ctxKey{}), "keeps the parent's values")
@@ -155,38 +155,56 @@ func TestDrainContext(t *testing.T) {
 		require.True(t, ok)
 		assert.True(t, end.Equal(dl.Add(-10*time.Second)), "margin before the deadline: %v", end)
 	})
-	t.Run("unknown deadline", func(t *testing.T) {
+	t.Run("ends fallback after Observed without a deadline", func(t *testing.T) {
 		obs := time.Now().Add(-time.Second)
 		nt := termsig.Notice{Kind: termsig.Terminate, Observed: obs}
-		ctx, cancel := nt.DrainContext(parent, 10*time.Second, time.Minute)
+		ctx, cancel := nt.DrainContext(parent, termsig.Drain{Margin: 10 * time.Second, Fallback: time.Minute})
 		defer cancel()
 		end, _ := ctx.Deadline()
-		assert.True(t, end.Equal(obs.Add(time.Minute)), "fallback after Observed: %v", end)
+		assert.True(t, end.Equal(obs.Add(time.Minute)), "fallback after Observed, margin not taken off: %v", end)
 	})
-	t.Run("nothing known", func(t *testing.T) {
+	t.Run("ends fallback after now when nothing is known", func(t *testing.T) {
 		before := time.Now()
-		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), 0, time.Minute)
+		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), termsig.Drain{Fallback: time.Minute})
 		defer cancel()
 		end, _ := ctx.Deadline()
 		assert.False(t, end.Before(before.Add(time.Minute)))
 	})
-	t.Run("too late", func(t *testing.T) {
-		nt := termsig.Notice{Source: "gcemeta", Kind: termsig.Terminate, Deadline: time.Now().Add(time.Second)}
-		ctx, cancel := nt.DrainContext(parent, 5*time.Second, time.Minute)
+	t.Run("zero Drain ends at the deadline or after the default fallback", func(t *testing.T) {
+		dl := time.Now().Add(time.Hour)
+		ctx, cancel := termsig.Notice{Deadline: dl}.DrainContext(parent, termsig.Drain{})
 		defer cancel()
-		select {
-		case <-ctx.Done():
-		default:
-			t.Fatal("a deadline already past the margin gives a done context")
+		end, _ := ctx.Deadline()
+		assert.True(t, end.Equal(dl), "at the deadline: %v", end)
+
+		obs := time.Now()
+		ctx, cancel = termsig.Notice{Observed: obs}.DrainContext(parent, termsig.Drain{})
+		defer cancel()
+		require.NoError(t, ctx.Err(), "a zero Fallback is the default, not no time at all")
+		end, _ = ctx.Deadline()
+		assert.True(t, end.Equal(obs.Add(termsig.DefaultDrainFallback)), "DefaultDrainFallback after Observed: %v", end)
+	})
+	t.Run("time left no more than the margin gives a done context", func(t *testing.T) {
+		for _, left := range []time.Duration{time.Second, 5 * time.Second, -time.Second} {
+			dl := time.Now().Add(left)
+			nt := termsig.Notice{Source: "gcemeta", Kind: termsig.Terminate, Deadline: dl}
+			ctx, cancel := nt.DrainContext(parent, termsig.Drain{Margin: 5 * time.Second, Fallback: time.Minute})
+			defer cancel()
+			require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "%v left: done when DrainContext returns", left)
+			end, _ := ctx.Deadline()
+			assert.True(t, end.Equal(dl.Add(-5*time.Second)), "the deadline less the margin: %v", end)
+			assert.False(t, end.After(time.Now()))
+			assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+			assert.ErrorContains(t, context.Cause(ctx), "termsig: time to drain is up: gcemeta: terminate")
+			got, ok := termsig.Cause(ctx)
+			require.True(t, ok)
+			assert.Equal(t, nt, got)
 		}
-		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
-		assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
-		assert.ErrorContains(t, context.Cause(ctx), "termsig: time to drain is up: gcemeta: terminate")
 	})
 	t.Run("far deadline, and the cap its doc gives", func(t *testing.T) {
 		far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 		nt := termsig.Notice{Source: "azure", Kind: termsig.Terminate, Deadline: far, Observed: time.Now().Add(-time.Minute)}
-		ctx, cancel := nt.DrainContext(parent, 5*time.Second, time.Minute)
+		ctx, cancel := nt.DrainContext(parent, termsig.Drain{Margin: 5 * time.Second, Fallback: time.Minute})
 		defer cancel()
 		end, _ := ctx.Deadline()
 		assert.True(t, end.Equal(far.Add(-5*time.Second)), "not bounded by DrainContext: %v", end)
@@ -195,7 +213,7 @@ func TestDrainContext(t *testing.T) {
 		if limit := nt.Observed.Add(30 * time.Second); nt.Deadline.After(limit) {
 			nt.Deadline = limit
 		}
-		ctx, cancel = nt.DrainContext(parent, 0, time.Minute)
+		ctx, cancel = nt.DrainContext(parent, termsig.Drain{})
 		defer cancel()
 		require.Error(t, ctx.Err(), "capped: done 30 s after the notice")
 		got, ok := termsig.Cause(ctx)
@@ -203,7 +221,7 @@ func TestDrainContext(t *testing.T) {
 		assert.Equal(t, nt, got, "the cause names the notice with its capped deadline")
 	})
 	t.Run("cancel", func(t *testing.T) {
-		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), 0, time.Hour)
+		ctx, cancel := termsig.Notice{}.DrainContext(context.Background(), termsig.Drain{Fallback: time.Hour})
 		cancel()
 		assert.ErrorIs(t, ctx.Err(), context.Canceled)
 	})
@@ -273,17 +291,16 @@ func TestNoticeLogValueLeavesOutZeroKind(t *testing.T) {
 	assert.Equal(t, "[source=x]", v.String())
 }
 
-func TestDrainContextEdges(t *testing.T) {
+func TestDrainContextNegativeDurations(t *testing.T) {
 	dl := time.Now().Add(time.Hour)
-	ctx, cancel := termsig.Notice{Deadline: dl}.DrainContext(context.Background(), -time.Minute, 0)
+	ctx, cancel := termsig.Notice{Deadline: dl}.DrainContext(context.Background(), termsig.Drain{Margin: -time.Minute})
 	defer cancel()
 	end, _ := ctx.Deadline()
 	assert.True(t, end.Equal(dl), "a negative margin counts as zero: never past the deadline")
 
-	ctx2, cancel2 := termsig.Notice{Observed: time.Now()}.DrainContext(context.Background(), 0, -time.Minute)
+	obs := time.Now()
+	ctx2, cancel2 := termsig.Notice{Observed: obs}.DrainContext(context.Background(), termsig.Drain{Fallback: -time.Minute})
 	defer cancel2()
-	<-ctx2.Done() // a zero or negative fallback: no time
-	nt, ok := termsig.Cause(ctx2)
-	assert.True(t, ok, "Cause of an ended drain context is its notice")
-	assert.False(t, nt.Observed.IsZero())
+	end, _ = ctx2.Deadline()
+	assert.True(t, end.Equal(obs.Add(termsig.DefaultDrainFallback)), "a negative fallback is the default: %v", end)
 }

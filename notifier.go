@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Defaults of [Config].
+// Defaults of [Config] and [Drain].
 const (
 	// DefaultBuffer is the capacity of [Notifier.C] when [Config.Buffer] is
 	// not set.
@@ -23,6 +23,12 @@ const (
 	// DefaultStopTimeout is how long the stop function of [NotifyContext]
 	// waits at most for the sources when [Config.StopTimeout] is not set.
 	DefaultStopTimeout = 5 * time.Second
+	// DefaultDrainFallback is how long the context of
+	// [Notice.DrainContext] lasts after a notice without a Deadline when
+	// [Drain.Fallback] is not set: the grace period of docker stop, the
+	// shortest of the usual supervisors' (Kubernetes gives 30 s, systemd
+	// 90 s).
+	DefaultDrainFallback = 10 * time.Second
 )
 
 // Config configures a [Notifier]. The zero Config is ready to use.
@@ -377,10 +383,24 @@ func (e *PanicError) Unwrap() error {
 // Release tells the source of nt that the consumer is done with it (its
 // work is handed back, it has unregistered), so that the platform may go
 // ahead at once (see [Releaser]): logind's delay lock is closed and the
-// shutdown proceeds now rather than when the delay runs out. Call it just
+// shutdown proceeds now rather than when the delay runs out; Azure's event
+// is acknowledged and starts now rather than at its NotBefore. Call it just
 // before exiting, for each imminent notice the program drained for; not
 // for advice (maintenance, rebalance) unless the program wants the event
 // to start now.
+//
+// Release blocks until the source's release has succeeded or ctx is done.
+// That can be long: azure's acknowledgement is an HTTP request, retried
+// until Azure takes it or the event leaves the document, which against a
+// failing metadata service is never, and on a real VM can be until the VM
+// is gone. So bound it; a release that gives up costs nothing but the
+// wait, since the platform then goes ahead at the time it had set:
+//
+//	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//	defer cancel()
+//	if err := n.Release(rctx, nt); err != nil {
+//		log.Print(err)
+//	}
 //
 // For a notice whose source is not a Releaser (signals, most metadata
 // services) it does nothing and returns nil. A notice whose Source names

@@ -177,12 +177,14 @@ func TestShutdownThatGaveUpStillTakesANoticeWhileCHasRoom(t *testing.T) {
 func TestNoticesCountsASendWaitingForRoom(t *testing.T) {
 	f := termsigtest.NewFake("f")
 	n := termsig.Config{Logger: slog.New(slog.DiscardHandler), Buffer: 1}.New(f)
-	f.Send(termsig.Notice{Kind: termsig.Maintenance})
-	f.Send(termsig.Notice{Kind: termsig.Terminate}) // waits: C is full
+	first := f.Send(termsig.Notice{Kind: termsig.Maintenance})
+	second := f.Send(termsig.Notice{Kind: termsig.Terminate}) // waits: C is full
+	closed(t, first, "the first notice on C")
 	until(t, "both counted", func() bool { return n.Status()[0].Notices == 2 })
 	assert.Len(t, n.C(), 1)
 	n.Stop() // the waiting Send gives up: C is full
 	assert.Equal(t, 1, n.Status()[0].Notices)
+	notClosed(t, second, "the second notice, dropped at Stop")
 }
 
 // Shutdown may be called twice, and with Stop, while a source is stuck.

@@ -112,12 +112,16 @@ type Detector interface {
 // Release of a notice for which the source holds nothing (its event is
 // over or cancelled, it was released already, a Cleared notice) does
 // nothing and returns nil; it never lets go of what is held for another
-// event. It may block while it tells the platform (a request to a
-// metadata service), until ctx is done. It is safe for concurrent use,
-// also with Watch and after Watch has returned. Whether Stop releases is
-// the source's to say and document: logind's lock is closed when Watch
-// returns (and when the process exits), while an acknowledgement is never
-// sent by Stop.
+// event. It blocks until the platform has been told or ctx is done, and
+// telling it may mean requests retried for as long as ctx allows (azure
+// retries its acknowledgement until Azure takes it, or the event leaves
+// the document): callers bound ctx, and Release returns promptly once
+// ctx is done. Closing a lock (logind) does not block.
+//
+// Release is safe for concurrent use, also with Watch and after Watch has
+// returned. Whether Stop releases is the source's to say and document:
+// logind's lock is closed when Watch returns (and when the process exits),
+// while an acknowledgement is never sent by Stop.
 //
 // Use it through [Notifier.Release], which finds the notice's source.
 type Releaser interface {

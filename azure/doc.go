@@ -3,14 +3,10 @@
 // freeze.
 //
 // Azure announces what it is about to do to a VM in the instance metadata
-// service: GET http://169.254.169.254/metadata/scheduledevents with the
-// header "Metadata: true" answers {"DocumentIncarnation": n, "Events":
-// [...]}, each event with its EventId, EventType, the Resources (VM
-// names) it concerns, its EventStatus (Scheduled, then Started) and
-// NotBefore, the time it may start (RFC 1123; RFC 3339 is read too;
-// empty once it has started).
-// A spot VM gets Preempt at least 30 s ahead; Freeze and Reboot come 15
-// minutes ahead, Redeploy 10.
+// service, at http://169.254.169.254/metadata/scheduledevents: a document
+// of events, each with its EventId, EventType, the VMs it concerns
+// (Resources), its EventStatus (Scheduled, then Started) and NotBefore,
+// the time it may start. DESIGN.md describes the protocol and its timings.
 //
 // # Notices
 //
@@ -46,15 +42,12 @@
 // # Acknowledging: Release
 //
 // The source is a [termsig.Releaser]: termsig.Notifier.Release with a
-// notice acknowledges its event (POST {"StartRequests":[{"EventId":…}]}),
-// so that Azure starts it now instead of waiting for NotBefore: the VM
-// goes (or reboots) as soon as its work is handed back. The request is
-// retried until it succeeds, the event leaves the document, or Release's
-// context ends; concurrent Releases of one event send one request. An
-// event that is no longer in the document, or was acknowledged already
-// (one that left and came back is new), is left alone. An event that
-// names other VMs too is refused with [ErrShared]: Azure would start it
-// for all of them. Stop acknowledges nothing.
+// notice acknowledges its event, so that Azure starts it now instead of
+// waiting for NotBefore: the VM goes (or reboots) as soon as its work is
+// handed back. Release blocks while it retries the request, until it
+// succeeds, the event leaves the document, or Release's context ends, so
+// give that context a timeout. See [Source.Release] for what it leaves
+// alone and what it refuses ([ErrShared]). Stop acknowledges nothing.
 //
 // # First call
 //
@@ -72,25 +65,22 @@
 // 1 MiB of body or 64 KiB of head), truncated, not JSON, or JSON that is
 // not a scheduled-events document. Each is retried, with a backoff that
 // doubles from Interval up to [Config.MaxBackoff], and shows in
-// Notifier.Status. An event of an unknown
-// EventType or EventStatus, or without a usable EventId, is not reported
-// (nor cleared, if it was reported before: it is still in the document)
-// and shows in Status the same way; a document whose keys are Azure's in
-// another case ("eventtype"), or twice, is refused, since encoding/json
-// would let them decide. A NotBefore that is not a time, or not a
-// plausible one (more than an hour before the event was first seen with
-// it, or more than a week ahead: Azure gives minutes), gives the notice
-// without a Deadline, and shows too. Redirects are refused and no
-// proxy is used: the metadata service answers only direct requests.
+// Notifier.Status. An event of an unknown EventType or EventStatus, or
+// without a usable EventId, is not reported (nor cleared, if it was
+// reported before) and shows in Status the same way; a document whose
+// keys are Azure's in another case ("eventtype"), or twice, is refused. A
+// NotBefore that is not a plausible time (more than an hour before the
+// event was first seen with it, or more than a week ahead) gives the
+// notice without a Deadline, and shows too. Redirects are refused and no
+// proxy is used.
 //
 // # Where it applies
 //
 // [Source.Available] and Watch return an error wrapping
 // termsig.ErrUnavailable, without a network probe, unless the firmware
-// has Azure's chassis asset tag (7783-7084-3265-9085-8269-3286-77; DMI on
-// Linux, SMBIOS through the registry on Windows) or an endpoint is
-// configured ([Config.Endpoint] or the environment variable
-// AZURE_METADATA_ENDPOINT, see [EndpointEnv]).
+// has Azure's chassis asset tag (DMI on Linux, SMBIOS through the registry
+// on Windows) or an endpoint is configured ([Config.Endpoint] or the
+// environment variable AZURE_METADATA_ENDPOINT, see [EndpointEnv]).
 //
 // # Testing
 //

@@ -28,17 +28,17 @@
 // # Cadence
 //
 // Each path is polled in its own goroutine, so a slow answer on one does
-// not delay the others: spot/instance-action every [Config.Interval]
-// (1 s); rebalance every [Config.AdvisoryInterval] (3 s); the lifecycle
-// state every AdvisoryInterval while it answers 404 (no Auto Scaling
-// group) and every Interval once it has answered 200; scheduled events
-// every 30 s. No interval may be below [FloorInterval] (10 ms).
+// not delay the others:
+//
+//   - spot/instance-action every [Config.Interval] (1 s);
+//   - rebalance every [Config.AdvisoryInterval] (3 s);
+//   - the lifecycle state at one of the two (see their docs);
+//   - scheduled events every 30 s.
 //
 // While advice holds (a rebalance recommendation, an active scheduled
-// event, or a lifecycle state of Standby, Detached, Warmed:* or
-// Terminated), the paths polled every Interval are polled every 250 ms
-// (or Interval, if shorter) until it clears; an error on its path does not
-// clear it, and advice can hold for days.
+// event, a lifecycle state of Standby, Detached, Warmed:* or Terminated),
+// the paths polled every Interval are polled every 250 ms until it clears.
+// DESIGN.md has the reasons and the request rates.
 //
 // # First look
 //

@@ -54,8 +54,7 @@
 // (the bus daemon stamps it) are believed; others are ignored and logged
 // once per connection, and signals of the wrong shape are ignored. A flood
 // of signals costs neither memory nor goroutines, and cannot fill the
-// descriptor table: the listening connection takes no descriptors, and
-// the lock's own connection closes any it is sent besides the lock.
+// descriptor table (DESIGN.md says how).
 //
 // # Failures
 //

@@ -1,9 +1,12 @@
 // Package termsigtest provides a fake [termsig.Source] for unit tests of
-// programs that use termsig. It imports only package termsig, so a test
-// that uses it does not pull in the cloud SDKs or netlink.
+// programs that use termsig, and [TestSource], which checks any Source
+// against the contract of [termsig.Source]. It imports only package
+// termsig, so a test that uses it does not pull in the cloud SDKs or
+// netlink.
 //
-// A test sends the notices it wants with [Fake.Send], makes the source fail
-// with [Fake.Fail], and waits with [Fake.Started] instead of sleeping:
+// A test sends the notices it wants with [Fake.Send], whose channel is
+// closed once the notice is on Notifier.C; it makes the source fail with
+// [Fake.Fail], and waits for it to run with [Fake.Started]: no sleeping.
 //
 //	spot := termsigtest.NewFake("imds")
 //	n := termsig.New(spot)
@@ -11,13 +14,14 @@
 //	spot.Send(termsig.Notice{Kind: termsig.Terminate, Deadline: time.Now().Add(2 * time.Minute)})
 //	// the code under test reads n.C()
 //
-// [TestSource] checks any Source against the contract of [termsig.Source].
+// Each source package has a fake of its own that speaks the real protocol
+// over a real socket; the HTTP ones take the same [Fault]s:
 //
-// For the protocols themselves (IMDS, the GCE metadata server, Azure's
-// scheduled events, acpid, logind), the source packages have fakes that
-// speak them over real sockets: imds/imdstest, gcemeta/gcemetatest,
-// azure/azuretest, acpi/acpitest, logind/logindtest. The HTTP ones take
-// the same [Fault]s.
+//   - imds/imdstest: the EC2 instance metadata service (IMDSv2);
+//   - gcemeta/gcemetatest: the GCE metadata server, long polls included;
+//   - azure/azuretest: Azure's Scheduled Events and acknowledgements;
+//   - acpi/acpitest: acpid, input devices, netlink and input_event bytes;
+//   - logind/logindtest: a private dbus-daemon with a fake systemd-logind.
 package termsigtest
 
 import (
@@ -55,10 +59,11 @@ type Fake struct {
 
 // op is one thing for Watch to do, in order.
 type op struct {
-	kind   opKind
-	notice termsig.Notice
-	err    error
-	panic  any
+	kind      opKind
+	notice    termsig.Notice
+	delivered chan struct{} // of opSend: closed once the notice is on C
+	err       error
+	panic     any
 }
 
 type opKind uint8
@@ -87,7 +92,21 @@ func (f *Fake) Name() string { return f.name }
 // not being watched keeps it until Watch starts. Notices are delivered in
 // the order they were sent; the Notifier stamps them as it does every
 // notice (Source is the Fake's name, a zero Observed the time of delivery).
-func (f *Fake) Send(n termsig.Notice) { f.push(op{kind: opSend, notice: n}) }
+//
+// The channel Send returns is closed once n is on the Notifier's C: its
+// [termsig.Run.Send] returned nil, after those of the notices sent before
+// n. On C does not mean received: C is buffered ([termsig.Config.Buffer]),
+// so the consumer may not have taken n yet. With a Buffer of 1, once the
+// channel of a later notice of this Fake is closed, the consumer has
+// received n. The channel stays open while n is not delivered: a Watch
+// that ends first leaves n queued, and the next Watch delivers it and
+// closes the channel. Wait on it in a select with a timeout, as on any
+// event.
+func (f *Fake) Send(n termsig.Notice) (delivered <-chan struct{}) {
+	c := make(chan struct{})
+	f.push(op{kind: opSend, notice: n, delivered: c})
+	return c
+}
 
 // Report makes Watch report err as its health with [termsig.Run.Report],
 // after the notices sent before: a transient failure the source retries,
@@ -169,6 +188,7 @@ func (f *Fake) Watch(ctx context.Context, r *termsig.Run) error {
 			if err := r.Send(ctx, o.notice); err != nil {
 				return err // o stays queued
 			}
+			close(o.delivered)
 		case opReport:
 			r.Report(o.err)
 		case opReady:

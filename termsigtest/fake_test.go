@@ -108,23 +108,56 @@ func TestFakeFailNil(t *testing.T) {
 
 func TestFakeUndeliveredNoticesStayQueued(t *testing.T) {
 	f := termsigtest.NewFake("f")
-	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "fills C"})
-	f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "kept"})
+	first := f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "fills C"})
+	kept := f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "kept"})
 	out, errc, stop := watch(f) // nobody reads out
-	<-f.Started()
+	recv(t, first)
 	stop()
 	require.ErrorIs(t, recv(t, errc), context.Canceled)
+	assert.Equal(t, []string{"fills C"}, reasons(out), "the notice on C is still there after Stop")
+	stillOpen(t, kept, "a notice not delivered")
+
+	out, _, stop = watch(f)
+	defer stop()
+	recv(t, kept)
+	assert.Equal(t, "kept", recv(t, out).Reason, "each notice delivered once, in order")
+}
+
+// Send's channel is closed once the notice is on C, in order, and not
+// before: with a Buffer of 1 and nobody reading, the second notice waits.
+func TestFakeSendSaysWhenTheNoticeIsOnC(t *testing.T) {
+	f := termsigtest.NewFake("f")
+	a := f.Send(termsig.Notice{Kind: termsig.Maintenance, Reason: "a"})
+	b := f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "b"})
+	stillOpen(t, a, "a before Watch")
+	out, _, stop := watch(f)
+	defer stop()
+	recv(t, a)
+	assert.Len(t, out, 1, "a is in C's buffer")
+	stillOpen(t, b, "b while C is full")
+	assert.Equal(t, "a", recv(t, out).Reason)
+	recv(t, b) // so a has left C: its buffer holds one
+	assert.Equal(t, "b", recv(t, out).Reason)
+}
+
+// stillOpen fails the test if c is closed.
+func stillOpen(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+		t.Fatalf("%s: closed", what)
+	default:
+	}
+}
+
+// reasons drains out, which must be closed, and returns the notices'
+// reasons.
+func reasons(out <-chan termsig.Notice) []string {
 	var got []string
 	for nt := range out {
 		got = append(got, nt.Reason)
 	}
-
-	out, _, stop = watch(f)
-	defer stop()
-	for len(got) < 2 {
-		got = append(got, recv(t, out).Reason)
-	}
-	assert.Equal(t, []string{"fills C", "kept"}, got, "each notice delivered once, in order")
+	return got
 }
 
 func TestFakeConcurrentSenders(t *testing.T) {

@@ -14,14 +14,14 @@ import "time"
 //
 // Faults that clients of metadata services meet:
 //
-//	Fault{Count: 40, Status: 503}                 // a burst of 503
-//	Fault{Key: "spot/instance-action", Body: "<html>..."} // a captive portal's page, status 200
-//	Fault{Delay: 50 * time.Millisecond}           // every answer late
-//	Fault{Hang: true}                             // the service stops answering
-//	Fault{Drop: true, Count: 1}                   // one connection reset
-//	Fault{BodySize: EndlessBody}                  // an answer that never ends
-//	Fault{NoLongPoll: true}                       // an emulator that never holds a long poll
-//	Fault{Body: "TRUE", Foreign: true}            // another server (a captive proxy) answers
+//	termsigtest.Fault{Count: 40, Status: 503}                         // a burst of 503
+//	termsigtest.Fault{Key: "spot/instance-action", Body: "<html>..."} // a captive portal's page, status 200
+//	termsigtest.Fault{Delay: 50 * time.Millisecond}                   // every answer late
+//	termsigtest.Fault{Hang: true}                                     // the service stops answering
+//	termsigtest.Fault{Drop: true, Count: 1}                           // one connection reset
+//	termsigtest.Fault{BodySize: termsigtest.EndlessBody}              // an answer that never ends
+//	termsigtest.Fault{NoLongPoll: true}                               // an emulator that never holds a long poll
+//	termsigtest.Fault{Body: "TRUE", Foreign: true}                    // another server (a captive proxy) answers
 type Fault struct {
 	// Key limits the fault to some requests: a path or key of the fake's
 	// protocol, such as "spot/instance-action" or "instance/preempted",

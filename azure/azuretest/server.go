@@ -43,7 +43,7 @@ const (
 // of a field stands for what Azure sends most often, so that a test sets
 // only what it cares about:
 //
-//	Event{EventID: "e1", EventType: "Preempt", NotBefore: time.Now().Add(30 * time.Second)}
+//	azuretest.Event{EventID: "e1", EventType: "Preempt", NotBefore: time.Now().Add(30 * time.Second)}
 //
 // is a preemption of the server's VM, scheduled by the platform, of
 // unknown duration.

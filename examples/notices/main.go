@@ -61,8 +61,12 @@ func main() {
 // margin before the notice's deadline (or fallback after the notice, when
 // the deadline is unknown), whatever cancelled the program's own context.
 func drain(nt termsig.Notice, margin, fallback time.Duration) {
-	ctx, cancel := nt.DrainContext(context.Background(), margin, fallback)
+	ctx, cancel := nt.DrainContext(context.Background(), termsig.Drain{Margin: margin, Fallback: fallback})
 	defer cancel()
 	end, _ := ctx.Deadline()
+	if ctx.Err() != nil {
+		fmt.Printf("imminent: no time left to drain (the deadline is less than %v away), exit now\n", margin)
+		return
+	}
 	fmt.Printf("imminent: would drain until %s (%v from now), then exit\n", end.Format(time.RFC3339), time.Until(end).Round(time.Millisecond))
 }

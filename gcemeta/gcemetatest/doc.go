@@ -5,8 +5,10 @@
 //
 //	srv := gcemetatest.NewServer()
 //	defer srv.Close()
-//	src := gcemeta.New(gcemeta.Config{Host: srv.Host()})
+//	n := termsig.New(gcemeta.New(gcemeta.Config{Host: srv.Host()}))
+//	defer n.Stop()
 //	srv.Set(gcemetatest.Preempted, "TRUE") // the VM is preempted
+//	// the code under test reads a Terminate from n.C()
 //
 // Programs that use Google's clients can point them at the fake with the
 // GCE_METADATA_HOST environment variable set to [Server.Host].

@@ -7,8 +7,10 @@
 //
 //	srv := imdstest.NewServer()
 //	defer srv.Close()
-//	src := imds.New(imds.Config{Endpoint: srv.URL, Interval: imds.FloorInterval})
+//	n := termsig.New(imds.New(imds.Config{Endpoint: srv.URL, Interval: imds.FloorInterval}))
+//	defer n.Stop()
 //	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+//	// the code under test reads a Terminate from n.C()
 //
 // Programs that use the AWS SDK directly can point it at the fake with the
 // AWS_EC2_METADATA_SERVICE_ENDPOINT environment variable set to

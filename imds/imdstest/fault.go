@@ -17,9 +17,9 @@ import (
 //
 // Faults that clients of IMDS meet, besides those of termsigtest.Fault:
 //
-//	Fault{Key: PathInstanceAction, Status: http.StatusOK}  // an empty answer, status 200
-//	Fault{Key: PathScheduled, Status: http.StatusNotFound} // a 404 where IMDS sends []
-//	Fault{Key: "api/token", BodySize: EndlessBody}         // a token that never ends
+//	srv.Inject(termsigtest.Fault{Key: imdstest.PathInstanceAction, Status: http.StatusOK})  // an empty answer, status 200
+//	srv.Inject(termsigtest.Fault{Key: imdstest.PathScheduled, Status: http.StatusNotFound}) // a 404 where IMDS sends []
+//	srv.Inject(termsigtest.Fault{Key: "api/token", BodySize: termsigtest.EndlessBody})      // a token that never ends
 func (s *Server) Inject(f termsigtest.Fault) {
 	s.faults.Add(f.Key, f.Count, fakefault.Of(f))
 }

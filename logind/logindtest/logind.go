@@ -4,15 +4,14 @@
 // shutdowns with the signals the real one sends, and shows which locks
 // are held and when each was released.
 //
-//	bus, err := logindtest.StartBus()
-//	...
-//	defer bus.Close()
-//	fake, err := logindtest.New(bus.Address(), logindtest.Config{})
-//	...
-//	defer fake.Close()
-//	src := logind.New(logind.Config{Address: bus.Address()})
-//	// after the source is ready, fake.Held() has its delay lock
-//	fake.PrepareForShutdown("poweroff")
+//	bus, fake := logindtest.Start(t, logindtest.Config{}) // both closed when t ends
+//	n := termsig.New(logind.New(logind.Config{Address: bus.Address()}))
+//	defer n.Stop()
+//	// New returned: the source holds its delay lock, in fake.Held()
+//	if err := fake.PrepareForShutdown("poweroff"); err != nil {
+//		t.Fatal(err)
+//	}
+//	// the code under test reads a Terminate from n.C(), then releases it
 package logindtest
 
 import (
