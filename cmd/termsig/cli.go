@@ -24,6 +24,8 @@ import (
 	ossignal "os/signal"
 	"syscall"
 
+	"github.com/termsig/termsig/cmd/termsig/internal/fake"
+	"github.com/termsig/termsig/cmd/termsig/internal/sourcescmd"
 	"github.com/termsig/termsig/internal/buildinfo"
 )
 
@@ -73,11 +75,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "sources":
 		ctx, stop := interruptible()
 		defer stop()
-		return sourcesMain(ctx, rest, stdout, stderr)
+		return sourcescmd.Main(ctx, rest, stdout, stderr)
 	case "fake":
 		ctx, stop := interruptible()
 		defer stop()
-		return fakeMain(ctx, rest, stdout, stderr)
+		return fake.Main(ctx, rest, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "termsig: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
