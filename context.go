@@ -94,11 +94,16 @@ func (c Config) NotifyContext(parent context.Context, sources ...Source) (ctx co
 }
 
 // Cause returns the notice that cancelled ctx, or a context derived from it,
-// when ctx was made by [NotifyContext]; otherwise it returns false.
+// when ctx was made by [NotifyContext]; and for a context made by
+// [Notice.DrainContext], or derived from one, the notice it drains for,
+// whether or not it has ended. Otherwise it returns false.
 func Cause(ctx context.Context) (Notice, bool) {
 	var ne *noticeError
 	if errors.As(context.Cause(ctx), &ne) {
 		return ne.n, true
+	}
+	if n, ok := ctx.Value(drainKey{}).(Notice); ok {
+		return n, true
 	}
 	return Notice{}, false
 }

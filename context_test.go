@@ -3,6 +3,7 @@ package termsig_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -89,5 +90,32 @@ func TestCauseOfOtherContexts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, ok = termsig.Cause(ctx)
+	assert.False(t, ok)
+}
+
+func TestCauseOfARunningDrainContextIsItsNotice(t *testing.T) {
+	f := termsigtest.NewFake("f")
+	ctx, stop := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.NotifyContext(context.Background(), f)
+	defer stop()
+	f.Send(termsig.Notice{Kind: termsig.Terminate, Event: "go", Deadline: time.Now().Add(time.Hour)})
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+		t.Fatal("the Terminate did not cancel ctx")
+	}
+	nt, ok := termsig.Cause(ctx)
+	require.True(t, ok)
+	dctx, cancel := nt.DrainContext(ctx, termsig.Drain{})
+	defer cancel()
+	require.NoError(t, dctx.Err(), "the drain runs")
+	got, ok := termsig.Cause(dctx)
+	require.True(t, ok, "a hand-back that asks why it runs gets the notice")
+	assert.Equal(t, "go", got.Event)
+	child, cancelChild := context.WithCancel(dctx)
+	defer cancelChild()
+	got, ok = termsig.Cause(child)
+	assert.True(t, ok)
+	assert.Equal(t, "go", got.Event, "and so does a context derived from it")
+	_, ok = termsig.Cause(context.Background())
 	assert.False(t, ok)
 }

@@ -327,8 +327,12 @@ func (n Notice) DrainContext(parent context.Context, d Drain) (context.Context, 
 		}
 		end = start.Add(fallback)
 	}
-	return context.WithDeadlineCause(context.WithoutCancel(parent), end, &drainError{n})
+	dctx := context.WithValue(context.WithoutCancel(parent), drainKey{}, n)
+	return context.WithDeadlineCause(dctx, end, &drainError{n})
 }
+
+// drainKey is the key of the Notice that a DrainContext drains for.
+type drainKey struct{}
 
 // drainError is the cause of a drain context that ran out of time.
 type drainError struct{ n Notice }

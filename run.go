@@ -39,6 +39,16 @@ func newRun(n *Notifier, s Source, name string, tr Traits) *Run {
 		ready: make(chan struct{}), done: make(chan struct{})}
 }
 
+// msgUnwritableDeadline is logged for a notice whose Deadline Send drops.
+const msgUnwritableDeadline = "termsig: a notice's deadline is outside the years 0 to 9999 (UTC); the notice is sent without one"
+
+// writable reports whether t is zero or a time that RFC 3339 and
+// encoding/json can write: its year in UTC is 0 to 9999.
+func writable(t time.Time) bool {
+	y := t.UTC().Year()
+	return t.IsZero() || y >= 0 && y <= 9999
+}
+
 // Send puts n on [Notifier.C] and returns nil, or returns the error of ctx
 // if ctx ends first, or [context.Canceled] if the Notifier stops first; a
 // source's Watch usually returns that error. It waits while C is full, so
@@ -48,13 +58,26 @@ func newRun(n *Notifier, s Source, name string, tr Traits) *Run {
 // Send stamps n: its Source is the source's name, and a zero Observed
 // becomes the current time. Once Watch has returned, Send drops n, logs
 // the broken contract at level Error and returns an error; so does a Send
-// still waiting for room when Watch returns.
+// still waiting for room when Watch returns. A Deadline or Observed whose
+// year in UTC is not 0 to 9999 (which RFC 3339 cannot write: a server can
+// name any time) is dropped, the Deadline with a Warn line: the notice is
+// delivered without it.
 func (r *Run) Send(ctx context.Context, n Notice) error {
 	n.Source = r.name
+	nt := r.n
+	if !writable(n.Observed) {
+		n.Observed = time.Time{}
+	}
 	if n.Observed.IsZero() {
 		n.Observed = time.Now()
 	}
-	nt := r.n
+	if !writable(n.Deadline) {
+		// A server can name any time; one that RFC 3339 cannot write
+		// would make the notice fail to encode (termsig print, a log
+		// pipeline), and no drain waits for it: the notice goes without.
+		nt.log.Warn(msgUnwritableDeadline, "source", r.name, "deadline", n.Deadline.String(), "raw", n.Raw)
+		n.Deadline = time.Time{}
+	}
 	nt.sendMu.RLock()
 	defer nt.sendMu.RUnlock()
 	if r.returned() || nt.closed {

@@ -2,6 +2,7 @@ package termsig_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"runtime"
@@ -212,4 +213,32 @@ func TestShutdownConcurrentWithStop(t *testing.T) {
 	_, ok := <-n.C()
 	assert.False(t, ok, "C is closed after Stop")
 	assert.NoError(t, n.Shutdown(context.Background()))
+}
+
+func TestADeadlineRFC3339CannotWriteIsDroppedNotTheNotice(t *testing.T) {
+	for _, s := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+01:00"} {
+		t.Run(s, func(t *testing.T) {
+			far, err := time.Parse(time.RFC3339, s)
+			require.NoError(t, err, "RFC 3339 parses it")
+			rec := testlog.New()
+			f := termsigtest.NewFake("f")
+			n := termsig.Config{Logger: rec.Logger()}.New(f)
+			defer n.Stop()
+			raw := `{"action":"terminate","time":"` + s + `"}`
+			f.Send(termsig.Notice{Kind: termsig.Terminate, Deadline: far, Observed: far, Raw: raw})
+			var nt termsig.Notice
+			select {
+			case nt = <-n.C():
+			case <-time.After(wait):
+				t.Fatal("the notice is lost")
+			}
+			assert.Equal(t, termsig.Terminate, nt.Kind)
+			assert.True(t, nt.Deadline.IsZero(), "no deadline rather than one nobody can write")
+			assert.WithinDuration(t, time.Now(), nt.Observed, wait, "a bad Observed is the time of delivery")
+			assert.Equal(t, raw, nt.Raw, "what the server said is kept")
+			_, err = json.Marshal(nt)
+			assert.NoError(t, err)
+			rec.WaitFor(t, "termsig: a notice's deadline is outside the years 0 to 9999 (UTC); the notice is sent without one", 1)
+		})
+	}
 }

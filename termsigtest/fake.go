@@ -37,10 +37,11 @@ import (
 // again after that Watch has returned, and keeps what was not delivered.
 //
 // A Fake's first look is not local (its [termsig.Traits] are the zero
-// ones): it calls [termsig.Run.Ready] as soon as Watch starts, unless
-// [Fake.HoldReady] was called. It is a [termsig.Releaser] that records what
-// it is given: [Fake.Released] shows whether the code under test released
-// its notice.
+// ones): it calls [termsig.Run.Ready] as soon as Watch starts and has
+// delivered the notices sent before (as a real source's first look finds
+// what is already posted), unless [Fake.HoldReady] was called. It is a
+// [termsig.Releaser] that records what it is given: [Fake.Released] shows
+// whether the code under test released its notice.
 type Fake struct {
 	name    string
 	wake    chan struct{} // capacity 1: "the queue or the end changed"
@@ -125,8 +126,8 @@ func (f *Fake) HoldReady() {
 // SetReady makes Watch call Run.Ready, after the notices sent before.
 func (f *Fake) SetReady() { f.push(op{kind: opReady}) }
 
-// Fail makes Watch return err once it has delivered what was sent before;
-// if Watch has not started, it returns err as soon as it does. Wrap
+// Fail makes Watch return err once it has delivered what was sent before,
+// whether Watch has started or not. Wrap
 // termsig.ErrUnavailable in err to act as a source that does not apply to
 // the host. Fail(nil) makes Watch return nil, like a source that ended
 // early. Only the first call of Fail or Panic has an effect.
@@ -171,7 +172,7 @@ func (f *Fake) Watch(ctx context.Context, r *termsig.Run) error {
 	hold := f.begin()
 	defer f.unwatch()
 	if !hold {
-		r.Ready()
+		f.SetReady() // after what was sent before Watch started
 	}
 	for {
 		o, ok := f.next()

@@ -292,3 +292,35 @@ func TestFakeSetReadyBeforeWatchKeepsOrder(t *testing.T) {
 		n.Stop()
 	}
 }
+
+func TestFakeNoticesSentBeforeWatchAreOnCWhenReadyCloses(t *testing.T) {
+	for range 50 {
+		f := termsigtest.NewFake("imds")
+		posted := f.Send(termsig.Notice{Kind: termsig.Terminate, Reason: "posted before start"})
+		n := termsig.Config{Logger: discard}.New(f)
+		recv(t, n.Ready())
+		select {
+		case <-posted:
+		default:
+			t.Fatal("Ready closed before the notice found at the first look was on C")
+		}
+		select {
+		case nt := <-n.C():
+			assert.Equal(t, "posted before start", nt.Reason)
+		default:
+			t.Fatal("C is empty once Ready has closed")
+		}
+		n.Stop()
+	}
+}
+
+func TestFakeFailBeforeWatchDeliversWhatWasSentFirst(t *testing.T) {
+	f := termsigtest.NewFake("f")
+	sent := f.Send(termsig.Notice{Kind: termsig.Terminate})
+	f.Fail(errors.New("boom"))
+	out, errc, cancel := watch(f)
+	defer cancel()
+	recv(t, sent)
+	assert.Equal(t, termsig.Terminate, recv(t, out).Kind)
+	assert.EqualError(t, recv(t, errc), "boom")
+}
