@@ -68,6 +68,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case "version", "-version", "--version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "termsig %s: takes no arguments, not %q\n", cmd, rest[0])
+			return exitUsage
+		}
 		fmt.Fprintln(stdout, buildinfo.Line("termsig"))
 		return exitOK
 	case "print", "hook", "supervise":

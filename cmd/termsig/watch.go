@@ -128,7 +128,6 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 		return nil, err
 	}
 	rest := fs.Args()
-	dashes := len(args) > len(rest) && args[len(args)-len(rest)-1] == "--"
 	switch mode {
 	case modePrint:
 		if len(rest) > 0 {
@@ -138,6 +137,8 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 		switch {
 		case len(rest) == 0:
 			return nil, errors.New("no shell command")
+		case len(rest) > 1 && strings.HasPrefix(rest[1], "-"):
+			return nil, fmt.Errorf("flags come before the shell command, not after it (%q)", rest[1])
 		case len(rest) > 1:
 			return nil, fmt.Errorf("takes one shell command, not %d arguments: quote it", len(rest))
 		case strings.TrimSpace(rest[0]) == "":
@@ -146,8 +147,6 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 		o.exec = rest[0]
 	case modeSupervise:
 		switch {
-		case len(rest) == 0 && dashes:
-			return nil, errors.New("no command after --")
 		case len(rest) == 0:
 			return nil, errors.New("no command to supervise")
 		case rest[0] == "":
@@ -167,6 +166,8 @@ func (o *options) check(kinds, sig string) error {
 		return fmt.Errorf("--log-format must be json or text, not %q", o.logFormat)
 	case o.mode != modePrint && (o.margin < 0 || o.grace <= 0 || o.maxDrain <= 0) || o.hookTimeout < 0 || o.imdsEvery < 0:
 		return errors.New("--margin, --hook-timeout and --imds-interval must not be negative, --grace and --max-drain must be positive")
+	case o.imdsEvery > 0 && o.imdsEvery < imds.FloorInterval:
+		return fmt.Errorf("--imds-interval must be at least %v (IMDS throttles each instance), or 0 for the default", imds.FloorInterval)
 	}
 	if sig != "" {
 		if o.signal = parseSignal(sig); o.signal == 0 {

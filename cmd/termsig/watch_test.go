@@ -180,6 +180,9 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"hook", " "}, "the shell command is empty"},
 		{[]string{"hook", "echo", "hi"}, "takes one shell command, not 2 arguments: quote it"},
 		{[]string{"supervise"}, "no command to supervise"},
+		{[]string{"supervise", "--sources", "--"}, "no command to supervise"},
+		{[]string{"hook", "true", "--follow"}, `flags come before the shell command, not after it ("--follow")`},
+		{[]string{"print", "--imds-interval", "1ns"}, "--imds-interval must be at least 10ms"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := start(t, nil, tc.args...)
@@ -222,6 +225,12 @@ func TestHelpExitsZeroWithTheUsageOnStdout(t *testing.T) {
 	r := start(t, nil, "supervise", "-h")
 	r.wait()
 	assert.Contains(t, r.stdout.String(), "-- CMD ARGS...")
+}
+
+func TestVersionTakesNoArguments(t *testing.T) {
+	r := start(t, nil, "version", "--bogus")
+	assert.Equal(t, 2, r.wait())
+	assert.Contains(t, r.stderr.String(), `termsig version: takes no arguments, not "--bogus"`)
 }
 
 func TestVersionNamesTheBinary(t *testing.T) {
