@@ -20,6 +20,9 @@ const DefaultAddress = "unix:path=" + defaultSocket
 
 const defaultSocket = "/var/run/dbus/system_bus_socket"
 
+// addressEnv is the environment variable of the system bus's address.
+const addressEnv = "DBUS_SYSTEM_BUS_ADDRESS"
+
 // DefaultRequestTimeout bounds connecting to the bus and each call on it
 // when Config.RequestTimeout is not set.
 const DefaultRequestTimeout = 5 * time.Second
@@ -82,12 +85,18 @@ type Config struct {
 	// backoff and maxBackoff bound the wait before reconnecting after
 	// the bus went away (export_test.go sets them).
 	backoff, maxBackoff time.Duration
+
+	// addressFrom is where Address came from, "Config.Address" or the
+	// environment variable, for check's errors (DefaultAddress, and the
+	// one made from Root, are always good): withDefaults sets it.
+	addressFrom string
 }
 
 // withDefaults returns c with every unset field at its default.
 func (c Config) withDefaults() Config {
+	c.addressFrom = "Config.Address"
 	if c.Address == "" {
-		c.Address = os.Getenv("DBUS_SYSTEM_BUS_ADDRESS")
+		c.Address, c.addressFrom = os.Getenv(addressEnv), addressEnv
 	}
 	if c.Address == "" {
 		c.Address = DefaultAddress
@@ -123,7 +132,7 @@ func (c Config) withDefaults() Config {
 // address this package can dial. c has its defaults.
 func (c Config) check() error {
 	if _, err := parseAddress(c.Address); err != nil {
-		return fmt.Errorf("logind: Config.Address: %w", err)
+		return fmt.Errorf("logind: %s: %w", c.addressFrom, err)
 	}
 	return nil
 }

@@ -34,7 +34,10 @@ type Choice struct {
 // Explain returns Detect's choice about each source this package knows, in
 // Detect's order (see [Names]); Detect returns the Source of each chosen
 // one. It reads the same local facts as Detect, as quickly and without the
-// network, and logs nothing.
+// network. Explain itself logs nothing, unlike Detect; but it calls each
+// source's Available, which logs as the source's Config says: acpi logs
+// at debug level each power-button transport and input device it finds
+// unusable, on cfg.ACPI.Logger, else cfg.Logger, else slog.Default().
 func Explain(cfg Config) []Choice {
 	choices := make([]Choice, len(known))
 	for i, k := range known {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/acpi"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/sources"
 )
@@ -120,6 +121,29 @@ func TestExplainChoosesAMisconfiguredSourceWithItsMistake(t *testing.T) {
 	assert.True(t, c.Chosen)
 	assert.NotErrorIs(t, c.Err, termsig.ErrUnavailable)
 	assert.EqualError(t, c.Err, `imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "169.254.169.254" is not an absolute http or https URL with a host`)
+}
+
+// Explain logs no line of its own (Detect does), only what the sources'
+// Available methods log through the Logger it hands them: acpi, at debug
+// level, each transport it finds unusable.
+func TestExplainLogsOnlyWhatTheSourcesAvailableLog(t *testing.T) {
+	clean(t)
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sources.Explain(sources.Config{Logger: log, Root: fakeRoot(t, qemu)})
+	assert.NotContains(t, buf.String(), "termsig:", "no line of Explain's own")
+	for _, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		if line != "" {
+			assert.Contains(t, line, `level=DEBUG msg="acpi: `, "only acpi's Available logs")
+		}
+	}
+	if runtime.GOOS == "linux" {
+		assert.Contains(t, buf.String(), `level=DEBUG msg="acpi: acpid unavailable"`)
+	}
+
+	buf.Reset()
+	sources.Explain(sources.Config{Logger: log, Root: fakeRoot(t, qemu), ACPI: acpi.Config{Logger: slog.New(slog.DiscardHandler)}})
+	assert.Empty(t, buf.String(), "acpi logs on its own Logger when it has one")
 }
 
 func TestDetectLogsEachSourceLeftOutAtDebugLevel(t *testing.T) {

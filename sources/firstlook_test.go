@@ -174,6 +174,23 @@ func TestFirstLookOfALocalSourceEndsWithTheContext(t *testing.T) {
 	assert.False(t, looks[0].Ready)
 }
 
+// A context that is already done: FirstLook returns at once, stops every
+// source, and says for each whether it was ready anyway. No source: no
+// Look.
+func TestFirstLookWithADoneContextReturnsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	looks := sources.FirstLook(ctx, signal.New(), signal.New()) // the same name twice: a Notifier each
+	assert.Less(t, time.Since(start), time.Second)
+	require.Len(t, looks, 2)
+	for _, l := range looks {
+		assert.Equal(t, signal.Name, l.Name)
+		assert.Contains(t, []termsig.State{termsig.StateRunning, termsig.StateStopped}, l.State)
+	}
+	assert.Empty(t, sources.FirstLook(context.Background()))
+}
+
 func TestFirstLookOfASourceThatFailsHasItsError(t *testing.T) {
 	f := termsigtest.NewFake("broken")
 	boom := errors.New("broken: cannot work")

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -22,9 +23,10 @@ import (
 
 // Exit statuses of Main.
 const (
-	exitApplies = 0 // at least one platform source applies
-	exitNone    = 1 // none does
-	exitUsage   = 2
+	exitApplies     = 0 // at least one platform source applies
+	exitNone        = 1 // none does
+	exitUsage       = 2
+	exitInterrupted = 130 // ctx ended (SIGINT, SIGTERM) before --timeout
 )
 
 // defaultTimeout bounds the first looks when --timeout is not given: long
@@ -52,14 +54,20 @@ flags:
   --json               one JSON object per source, for scripts
   --sources S,...      only these sources: signal, imds, gcemeta, azure, acpi, logind
   --root DIR           read the host's files (DMI, sockets) below DIR, such as
-                       the host's root mounted in a container
+                       the host's root mounted in a container; DIR must be
+                       a directory
   --acpid-socket PATH  acpid's socket (default: /var/run/acpid.socket, if there)
 
 Exit status: 0 if at least one platform source (one that is not signal)
-applies, 1 if none does, 2 on a usage error. A source whose configuration
-is wrong applies, and its first look fails with the mistake; one that finds
-at its first look that it does not apply (logind with no systemd-logind on
-the bus) does not.
+applies, 1 if none does, 2 on a usage error, 130 if SIGINT or SIGTERM
+ended the first looks before --timeout (what was found by then is shown).
+A source whose configuration is wrong (an endpoint that is not a URL, an
+--acpid-socket that is not there) does not apply: its first look fails at
+once with the mistake, as termsig print, hook and supervise refuse to
+start with it. Nor does one that finds at its first look that it does not
+apply (logind with no systemd-logind on the bus). One whose first look
+failed but that goes on retrying (a metadata service that answers 500 or
+cannot be reached) applies, and so does one still waiting at --timeout.
 `
 
 // usageLine is the first line of Usage, for usage errors.
@@ -67,7 +75,8 @@ var usageLine, _, _ = strings.Cut(Usage, "\n")
 
 // Main runs "termsig sources" with args, the arguments after "sources",
 // and returns the exit status. ctx bounds the first looks as --timeout
-// does: the caller ends it on SIGINT.
+// does: the caller ends it on SIGINT and SIGTERM, and Main then shows what
+// was found and returns 130.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("termsig sources", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -93,15 +102,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return usageErr(fmt.Errorf("--timeout must be positive, not %v", *timeout))
 	}
-	var names []string
-	if *only != "" {
-		for _, name := range strings.Split(*only, ",") {
-			name = strings.TrimSpace(name)
-			if !slices.Contains(sources.Names(), name) {
-				return usageErr(fmt.Errorf("--sources: unknown source %q (known: %s)", name, strings.Join(sources.Names(), ", ")))
-			}
-			names = append(names, name)
-		}
+	if err := checkRoot(*root); err != nil {
+		return usageErr(err)
 	}
 
 	cfg := sources.Config{
@@ -110,6 +112,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Root:   *root,
 		ACPI:   acpi.Config{AcpidSocket: *acpidSocket},
+	}
+	var names []string // nil: every source
+	if isSet(fs, "sources") {
+		// As the watching commands read it: an empty name, such as
+		// --sources '', is unknown, and a repeated one an error.
+		named, err := sources.ByName(cfg, strings.Split(*only, ",")...)
+		if err != nil {
+			return usageErr(fmt.Errorf("--sources: %w", err))
+		}
+		for _, s := range named {
+			names = append(names, s.Name())
+		}
 	}
 	var rows []row
 	var look []termsig.Source
@@ -122,10 +136,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			look = append(look, c.Source)
 		}
 	}
-	lctx, cancel := context.WithTimeout(ctx, *timeout)
+	timedOut := errors.New("--timeout")
+	lctx, cancel := context.WithTimeoutCause(ctx, *timeout, timedOut)
 	looks := sources.FirstLook(lctx, look...)
+	// ctx ended first if it is lctx's cause.
+	interrupted := lctx.Err() != nil && !errors.Is(context.Cause(lctx), timedOut)
 	cancel()
-	interrupted := ctx.Err() != nil
 	for i := range rows {
 		if rows[i].choice.Chosen {
 			rows[i].look, looks = &looks[0], looks[1:]
@@ -149,7 +165,40 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		writeTable(stdout, rows, interrupted)
 	}
+	if interrupted {
+		// The cause names the signal (os/signal.NotifyContext).
+		fmt.Fprintf(stderr, "termsig sources: interrupted: %v\n", context.Cause(ctx))
+		return exitInterrupted
+	}
 	return status
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkRoot returns a usage error unless root, the value of --root, is
+// empty (this machine) or a directory: a mistyped path would otherwise be
+// read as a host without firmware strings or sockets.
+func checkRoot(root string) error {
+	if root == "" {
+		return nil
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // its path is root, which the message names
+		}
+		return fmt.Errorf("--root %s: %w", root, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--root %s: not a directory", root)
+	}
+	return nil
 }
 
 // A row is what is known of one source.
@@ -158,10 +207,15 @@ type row struct {
 	look   *sources.Look // nil when not chosen
 }
 
-// applies reports whether the source applies: Detect chooses it, and its
-// first look did not find otherwise.
+// applies reports whether the source applies: Detect chooses it, its
+// Config can work, and it is still running after its first look, whether
+// it answered, retries after an error, or is still waiting. A first look
+// that found that the source does not apply here (StateUnavailable), or
+// failed with a mistake of the Config (StateFailed), or whose Watch
+// returned at once ends it: such a source would watch nothing, and the
+// watching commands refuse to start with a misconfigured one.
 func (r row) applies() bool {
-	return r.choice.Chosen && (r.look == nil || r.look.State != termsig.StateUnavailable)
+	return r.choice.Chosen && r.choice.Err == nil && r.look.State == termsig.StateRunning
 }
 
 // local reports whether the source's notices concern only this process.
@@ -219,7 +273,7 @@ func (r row) json() jsonRow {
 	if err != nil {
 		j.Error = err.Error()
 	}
-	if outcome == outcomeUnavailable {
+	if !j.Applies && err != nil {
 		j.Reason = reason(name, err)
 	}
 	return j

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -21,8 +23,12 @@ import (
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/imds/imdstest"
 	"github.com/termsig/termsig/logind/logindtest"
+	"github.com/termsig/termsig/sources"
 	"github.com/termsig/termsig/termsigtest"
 )
+
+// usageLine is the first line of the usage, which follows a usage error.
+var usageLine = strings.SplitAfter(sourcescmd.Usage, "\n")[0]
 
 // result is what one run of Main gave.
 type result struct {
@@ -96,8 +102,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--sources", "imds,nosuch"}, `--sources: unknown source "nosuch" (known: signal, imds, gcemeta, azure, acpi, logind)`},
-		{[]string{"--sources", "imds,"}, `--sources: unknown source ""`},
+		{[]string{"--sources", "imds,nosuch"}, `--sources: sources: unknown source "nosuch" (known: signal, imds, gcemeta, azure, acpi, logind)`},
+		{[]string{"--sources", "imds,"}, `--sources: sources: unknown source ""`},
 		{[]string{"--timeout", "0"}, "--timeout must be positive, not 0s"},
 		{[]string{"--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
 		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
@@ -109,6 +115,50 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		assert.Contains(t, r.stderr, "termsig sources: "+tc.want, tc.args)
 		assert.Contains(t, r.stderr, "\nusage: termsig sources [", tc.args)
 	}
+}
+
+// --sources is read as by the watching commands (sources.ByName), with the
+// same messages: an empty list is an unknown source "", not every source,
+// and a name given twice is an error.
+func TestTheSourcesListIsReadAsTheWatchingCommandsReadIt(t *testing.T) {
+	root := host(t)
+	for _, list := range []string{"", "imds,imds", "imds, imds", "signal,,imds", "nosuch"} {
+		_, want := sources.ByName(sources.Config{}, strings.Split(list, ",")...)
+		require.Error(t, want, list)
+		r := run(t, "--root", root, "--sources", list)
+		assert.Equal(t, 2, r.code, "%q", list)
+		assert.Empty(t, r.stdout, "%q", list)
+		assert.Equal(t, "termsig sources: --sources: "+want.Error()+"\n"+usageLine, r.stderr, "%q", list)
+	}
+	r := run(t, "--root", root, "--sources", "")
+	assert.Contains(t, r.stderr, `termsig sources: --sources: sources: unknown source "" (known: signal, imds, gcemeta, azure, acpi, logind)`)
+	r = run(t, "--root", root, "--sources", "imds,imds")
+	assert.Contains(t, r.stderr, `termsig sources: --sources: sources: "imds" named twice`)
+
+	r = run(t, "--root", root, "--sources", " imds , signal")
+	assert.Equal(t, 1, r.code, "spaces are trimmed, as by sources.ByName")
+	assert.Len(t, r.lines(), 2, r.stdout)
+}
+
+// A --root that is missing or not a directory would be read as a host
+// without firmware strings or sockets: it is a usage error instead.
+func TestARootThatIsNotADirectoryIsAUsageError(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nonexistent")
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	_, statErr := os.Stat(missing)
+	for _, tc := range []struct{ root, want string }{
+		{missing, "--root " + missing + ": " + errors.Unwrap(statErr).Error()}, // "no such file or directory" on Linux
+		{file, "--root " + file + ": not a directory"},
+	} {
+		r := run(t, "--root", tc.root)
+		assert.Equal(t, 2, r.code, tc.root)
+		assert.Empty(t, r.stdout, tc.root)
+		assert.Equal(t, "termsig sources: "+tc.want+"\n"+usageLine, r.stderr, tc.root)
+	}
+	r := run(t, "--root", dir, "--sources", "signal")
+	assert.Equal(t, 1, r.code, "an empty directory is a host without firmware strings: %s", r.stderr)
 }
 
 func TestNoPlatformSourceExitsOneAndSaysWhyNot(t *testing.T) {
@@ -244,17 +294,85 @@ func TestAServiceThatHangsIsStillWaitingAtTheTimeout(t *testing.T) {
 	assert.InDelta(t, 200.0, o["took_ms"], 100.0)
 }
 
+// Every misbehaviour of the three metadata fakes is bounded by --timeout,
+// the sources are stopped when Main returns (goleak in TestMain), each
+// still applies (it answers, or retries, or may yet answer), and --json
+// stays one valid object per line.
+func TestEveryFaultOfAMetadataServiceIsBoundedByTheTimeout(t *testing.T) {
+	faults := map[string]termsigtest.Fault{
+		"hang":    {Hang: true},
+		"endless": {BodySize: termsigtest.EndlessBody},
+		"huge":    {BodySize: 100 << 20},
+		"delay":   {Delay: time.Minute},
+		"drop":    {Drop: true},
+		"500":     {Status: 500},
+		"html":    {Body: "<html>captive portal</html>"},
+	}
+	for name, f := range faults {
+		t.Run(name, func(t *testing.T) {
+			root := host(t)
+			aws, gce, az := imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer()
+			defer aws.Close()
+			defer gce.Close()
+			defer az.Close()
+			aws.Inject(f)
+			gce.Inject(f)
+			az.Inject(f)
+			t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+			t.Setenv("GCE_METADATA_HOST", gce.Host())
+			t.Setenv("AZURE_METADATA_ENDPOINT", az.URL)
+
+			start := time.Now()
+			r := run(t, "--root", root, "--sources", "imds,gcemeta,azure", "--timeout", "300ms", "--json")
+			assert.Less(t, time.Since(start), 3*time.Second, "bounded by --timeout")
+			assert.Equal(t, 0, r.code, r.stdout+r.stderr)
+			objs := r.objects(t)
+			assert.Len(t, objs, 3)
+			for src, o := range objs {
+				assert.Contains(t, []any{"ready", "failed", "timeout"}, o["first_look"], src)
+				assert.Equal(t, true, o["applies"], src)
+			}
+		})
+	}
+}
+
+// Notices already posted at the first look, by each metadata service, are
+// in --json.
+func TestNoticesPostedAtTheFirstLookAreShownForEachCloud(t *testing.T) {
+	root := host(t)
+	aws, gce, az := imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer()
+	defer aws.Close()
+	defer gce.Close()
+	defer az.Close()
+	aws.SetInterruption("stop", time.Now().Add(2*time.Minute))
+	gce.Set("instance/preempted", "TRUE")
+	az.SetEvents(azuretest.Event{EventID: "E1", EventType: "Preempt", NotBefore: time.Now().Add(30 * time.Second)})
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+	t.Setenv("GCE_METADATA_HOST", gce.Host())
+	t.Setenv("AZURE_METADATA_ENDPOINT", az.URL)
+
+	r := run(t, "--root", root, "--sources", "imds,gcemeta,azure", "--json")
+	assert.Equal(t, 0, r.code)
+	objs := r.objects(t)
+	assert.Len(t, objs, 3)
+	for src, o := range objs {
+		notices, _ := o["notices"].([]any)
+		assert.Len(t, notices, 1, "%s: %v", src, o)
+	}
+}
+
 // When the caller's context ends (SIGINT) before --timeout, the sources
-// still waiting say so.
-func TestAnInterruptedFirstLookSaysSo(t *testing.T) {
+// still waiting say so, and Main says it was interrupted and returns 130:
+// the verdict of a look cut short is not given.
+func TestAnInterruptedRunExits130AndSaysSo(t *testing.T) {
 	root := host(t)
 	aws := imdstest.NewServer()
 	defer aws.Close()
 	aws.Inject(termsigtest.Fault{Hang: true})
 	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	done := make(chan result, 1)
 	go func() { done <- runContext(t, ctx, "--root", root, "--sources", "imds", "--timeout", "1m") }()
 	for aws.InFlight() == 0 {
@@ -264,28 +382,86 @@ func TestAnInterruptedFirstLookSaysSo(t *testing.T) {
 			t.Fatal("no request reached IMDS")
 		}
 	}
-	cancel()
+	cancel(errors.New("interrupt signal received")) // as os/signal.NotifyContext says it
 	select {
 	case r := <-done:
+		assert.Equal(t, 130, r.code)
 		assert.Regexp(t, `^imds  applies  first look: still waiting after \d+\.\d (ms|s) \(interrupted\)$`, r.lines()["imds"])
+		assert.Equal(t, "termsig sources: interrupted: interrupt signal received\n", r.stderr)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Main did not return when its context ended")
 	}
+
+	// Ended before it began: every look is cut short, --json too.
+	ctx, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	r := runContext(t, ctx, "--root", root, "--sources", "imds", "--json")
+	assert.Equal(t, 130, r.code)
+	assert.Equal(t, "timeout", r.objects(t)["imds"]["first_look"])
+	assert.Equal(t, "termsig sources: interrupted: context canceled\n", r.stderr)
 }
 
-func TestAMisconfiguredSourceAppliesAndFailsWithTheMistake(t *testing.T) {
+// --timeout running out is not an interruption: the verdict stands.
+func TestARunEndedByTheTimeoutIsNotInterrupted(t *testing.T) {
 	root := host(t)
-	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "169.254.169.254")
-	r := run(t, "--root", root, "--sources", "imds")
+	aws := imdstest.NewServer()
+	defer aws.Close()
+	aws.Inject(termsigtest.Fault{Hang: true})
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+
+	r := runContext(t, context.Background(), "--root", root, "--sources", "imds", "--timeout", "100ms")
 	assert.Equal(t, 0, r.code)
-	assert.Regexp(t, `^imds  applies  first look: failed in \d+\.\d ms: imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "169.254.169.254" is not an absolute http or https URL with a host$`, r.lines()["imds"])
+	assert.Empty(t, r.stderr)
+	assert.Regexp(t, `\(--timeout\)$`, r.lines()["imds"])
+}
+
+// A source whose Config cannot work does not apply, and shows the
+// mistake: print, hook and supervise refuse to start with it, so a script
+// that runs them when "termsig sources" exits 0 must not see 0.
+func TestAMisconfiguredSourceDoesNotApplyAndShowsTheMistake(t *testing.T) {
+	for _, tc := range []struct{ env, value, source, mistake string }{
+		{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "169.254.169.254", "imds", `imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "169.254.169.254" is not an absolute http or https URL with a host`},
+		{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "::", "imds", `imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "::" is not an absolute http or https URL with a host`},
+		{"GCE_METADATA_HOST", "a b", "gcemeta", `gcemeta: GCE_METADATA_HOST "a b" is not a host[:port]`},
+		{"AZURE_METADATA_ENDPOINT", "ftp://x", "azure", `azure: AZURE_METADATA_ENDPOINT "ftp://x" is not an absolute http or https URL with a host and no path, query or fragment`},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			root := host(t)
+			t.Setenv(tc.env, tc.value)
+			r := run(t, "--root", root)
+			assert.Equal(t, 1, r.code, r.stdout+r.stderr)
+			assert.Regexp(t, `^`+tc.source+` +no       first look: failed in \d+\.\d ms: `+regexp.QuoteMeta(tc.mistake)+`$`, r.lines()[tc.source])
+
+			r = run(t, "--root", root, "--json")
+			assert.Equal(t, 1, r.code)
+			o := r.objects(t)[tc.source]
+			assert.Equal(t, false, o["applies"])
+			assert.Equal(t, "failed", o["first_look"])
+			assert.Equal(t, tc.mistake, o["error"])
+			assert.Equal(t, strings.TrimPrefix(tc.mistake, tc.source+": "), o["reason"])
+		})
+	}
 
 	if runtime.GOOS == "linux" {
+		root := host(t)
 		missing := filepath.Join(t.TempDir(), "acpid.socket")
-		r = run(t, "--root", root, "--sources", "acpi", "--acpid-socket", missing)
-		assert.Equal(t, 0, r.code)
-		assert.Regexp(t, `^acpi  applies  first look: failed in \d+\.\d ms: acpi: Config.AcpidSocket: stat `+missing+`: no such file or directory$`, r.lines()["acpi"])
+		r := run(t, "--root", root, "--sources", "acpi", "--acpid-socket", missing)
+		assert.Equal(t, 1, r.code)
+		assert.Regexp(t, `^acpi  no       first look: failed in \d+\.\d ms: acpi: Config.AcpidSocket: stat `+missing+`: no such file or directory$`, r.lines()["acpi"])
 	}
+}
+
+// A misconfigured source does not hide one that works.
+func TestAMisconfiguredSourceBesideOneThatWorksExitsZero(t *testing.T) {
+	root := host(t)
+	aws := imdstest.NewServer()
+	defer aws.Close()
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
+	t.Setenv("GCE_METADATA_HOST", "a b")
+	r := run(t, "--root", root, "--sources", "imds,gcemeta")
+	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.lines()["imds"], "applies")
+	assert.Contains(t, r.lines()["gcemeta"], "no")
 }
 
 func TestACPIAppliesWithAcpidUnderTheRoot(t *testing.T) {

@@ -1,6 +1,7 @@
 package sourcescmd
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,4 +14,10 @@ import (
 func TestUsageNamesTheKnownSourcesAndTheDefaultTimeout(t *testing.T) {
 	assert.Contains(t, Usage, "only these sources: "+strings.Join(sources.Names(), ", ")+"\n")
 	assert.Contains(t, Usage, "(default "+defaultTimeout.String()+")")
+}
+
+func TestUsageGivesEveryExitStatus(t *testing.T) {
+	for _, status := range []int{exitApplies, exitNone, exitUsage, exitInterrupted} {
+		assert.Regexp(t, `[ \n]`+strconv.Itoa(status)+` (if|on) `, Usage, "exit status %d", status)
+	}
 }
