@@ -1,3 +1,7 @@
+// ghrunner is a module of its own, so that go-github never enters the
+// dependency graph of programs that only import termsig. In this
+// repository go.work builds it against the termsig next to it; a release
+// requires the version of termsig tagged on the same commit (RELEASING.md).
 module github.com/termsig/termsig/examples/ghrunner
 
 go 1.26.0
@@ -5,7 +9,7 @@ go 1.26.0
 require (
 	github.com/google/go-github/v75 v75.0.0
 	github.com/stretchr/testify v1.12.1
-	github.com/termsig/termsig v0.0.0
+	github.com/termsig/termsig v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0
 )
@@ -25,8 +29,3 @@ require (
 	golang.org/x/net v0.53.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 )
-
-// ghrunner is built from the termsig next to it: it is an example of this
-// tree, kept in a module of its own so that go-github never enters the
-// dependency graph of programs that only import termsig.
-replace github.com/termsig/termsig => ../..

@@ -28,6 +28,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/internal/buildinfo"
 	"github.com/termsig/termsig/signal"
 	"github.com/termsig/termsig/sources"
 
@@ -68,6 +69,7 @@ type options struct {
 	setupTime   time.Duration // the longest the start (stale registration, config.sh) may take
 	logFormat   string
 	imdsEvery   time.Duration
+	version     bool // -version: print the version line and exit
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
@@ -78,6 +80,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, usageLine)
 		}
 		return exitUsage
+	}
+	if o.version {
+		fmt.Fprintln(stdout, buildinfo.Line("ghrunner"))
+		return 0
 	}
 	log := newLogger(stderr, o.logFormat)
 	if err := hideFromSameUser(); err != nil {
@@ -138,8 +144,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.setupTime, "setup-timeout", 3*time.Minute, "give up (exit 1) when the start (removing a stale registration, config.sh) takes longer")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())

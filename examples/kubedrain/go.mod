@@ -1,3 +1,7 @@
+// kubedrain is a module of its own, so that client-go never enters the
+// dependency graph of programs that only import termsig. In this
+// repository go.work builds it against the termsig next to it; a release
+// requires the version of termsig tagged on the same commit (RELEASING.md).
 module github.com/termsig/termsig/examples/kubedrain
 
 go 1.26.0
@@ -5,7 +9,7 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/stretchr/testify v1.12.1
-	github.com/termsig/termsig v0.0.0
+	github.com/termsig/termsig v0.1.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -68,8 +72,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// kubedrain is built from the termsig next to it: it is an example of this
-// tree, kept in a module of its own so that client-go never enters the
-// dependency graph of programs that only import termsig.
-replace github.com/termsig/termsig => ../..

@@ -35,11 +35,12 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/internal/buildinfo"
 	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/sources"
 )
 
-func main() { os.Exit(realMain(os.Args[1:], os.Stderr)) }
+func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // options are the parsed flags.
 type options struct {
@@ -56,6 +57,7 @@ type options struct {
 	imdsEvery     time.Duration
 	imdsAdvice    time.Duration
 	self          types.NamespacedName
+	version       bool // --version: print the version line and exit
 }
 
 const usageLine = "usage: kubedrain [--node NAME] [--kubeconfig FILE] [--sources S,...] [--on-rebalance A] [--on-maintenance A] [--margin D] [--dry-run] [flags]"
@@ -78,8 +80,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
 	fs.DurationVar(&o.imdsAdvice, "imds-advisory-interval", 0, "IMDS polling interval for rebalance recommendations (0: the imds default, 3s)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -105,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-func realMain(args []string, stderr io.Writer) int {
+func realMain(args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -113,6 +119,10 @@ func realMain(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "kubedrain: %v\n%s\n", err, usageLine)
 		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, buildinfo.Line("kubedrain"))
+		return 0
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel).With("node", o.node)
 	// client-go logs through klog: the same handler keeps stderr one

@@ -26,6 +26,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/examples/registry"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/internal/buildinfo"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -42,6 +43,10 @@ func realMain(args []string) int {
 	cfg, fl, err := parseFlags(args)
 	if err != nil {
 		return exitUsage
+	}
+	if fl.version {
+		fmt.Println(buildinfo.Line("runner"))
+		return exitClean
 	}
 	tl := newTimeline(os.Stderr)
 	if fl.demo {
@@ -78,11 +83,13 @@ type flags struct {
 	imdsInterval time.Duration
 	imdsAdvisory time.Duration
 	demo         bool
+	version      bool
 }
 
 // parseFlags parses the command line into the runner's config and the
 // other flags, and validates the config. It prints what is wrong on
-// standard error, as the flag package does.
+// standard error, as the flag package does. Given -version, it returns
+// once the flags are parsed, the config neither checked nor complete.
 func parseFlags(args []string) (config, flags, error) {
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
@@ -106,7 +113,8 @@ func parseFlags(args []string) (config, flags, error) {
 	fs.DurationVar(&fl.imdsInterval, "imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
 	fs.DurationVar(&fl.imdsAdvisory, "imds-advisory-interval", 0, "IMDS polling interval for rebalance recommendations, and for the lifecycle state outside an Auto Scaling group (0: the imds default, 3s)")
 	fs.BoolVar(&fl.demo, "demo", false, "run a self-contained demo: embedded registry, fake IMDS, a spot interruption")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&fl.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil || fl.version {
 		return cfg, fl, err
 	}
 	cfg.labels = splitList(labels)

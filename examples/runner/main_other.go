@@ -8,9 +8,15 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/termsig/termsig/internal/buildinfo"
 )
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
+		fmt.Println(buildinfo.Line("runner"))
+		return
+	}
 	fmt.Fprintln(os.Stderr, "runner: this example needs Linux")
 	os.Exit(2)
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/termsig/termsig/examples/registry"
+	"github.com/termsig/termsig/internal/buildinfo"
 )
 
 // options are the command line's settings.
@@ -53,7 +54,12 @@ func main() {
 	flag.IntVar(&o.cfg.MaxRunners, "max-runners", registry.DefaultMaxRunners, "most runners registered; beyond, 429")
 	flag.IntVar(&o.cfg.MaxCommand, "max-command", registry.DefaultMaxCommand, "longest command line, in bytes; beyond, 413")
 	flag.IntVar(&o.cfg.MaxOutput, "max-output", registry.DefaultMaxOutput, "longest output sent with a result, in bytes; beyond, 413")
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(buildinfo.Line("registry"))
+		return
+	}
 	if o.adminTokenFile == "" {
 		o.adminTokenFile = o.statePath + ".admin-token"
 	}
