@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/go-github/v75/github"
 
-	"github.com/termsig/termsig/examples/ghrunner/internal/backoff"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 // Config is what a Client needs. BaseURL and Token are required.

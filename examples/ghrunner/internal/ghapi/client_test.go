@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/termsig/termsig/examples/ghrunner/internal/backoff"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 func TestRetryAfter(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/termsig/termsig"
 
-	"github.com/termsig/termsig/examples/ghrunner/internal/backoff"
 	"github.com/termsig/termsig/examples/ghrunner/internal/ghapi"
 	"github.com/termsig/termsig/examples/ghrunner/internal/runner"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 // A drain is the cleanup after an imminent notice. It runs in a goroutine

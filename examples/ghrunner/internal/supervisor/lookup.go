@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/termsig/termsig/examples/ghrunner/internal/backoff"
 	"github.com/termsig/termsig/examples/ghrunner/internal/ghapi"
 	"github.com/termsig/termsig/examples/ghrunner/internal/runner"
+	"github.com/termsig/termsig/internal/backoff"
 )
 
 // knownJob is the job run.sh took, looked up when run.sh said it started
