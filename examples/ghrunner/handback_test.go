@@ -202,12 +202,17 @@ func TestCancelledSiblingOfAJobThatEndedByItselfIsHandedBack(t *testing.T) {
 // job is handed back, or the registration kept for the next start.
 func TestJobWhoseLineIsReadAfterTheStopIsHandedBack(t *testing.T) {
 	w := newWorld(t, 0)
-	slowRunningLineRunSh(t, w, "late", 3)
+	running := slowRunningLineRunSh(t, w, "late", 3)
 	p := w.start()
 	r := w.onlineRunner("spot-1")
 	p.stdout.await(t, func(line string) bool { return contains(line, "Listening for Jobs") })
 	run := w.gh.AddRun("acme/app", ghfake.RunSpec{Name: "CI", Jobs: []ghfake.JobSpec{{Name: "late"}}})
 	w.runningOn(run, r.ID)
+	select {
+	case <-running: // the listener is in the job: GitHub's in_progress can come first
+	case <-time.After(wait):
+		t.Fatal("the listener never printed its Running job line")
+	}
 	w.gh.Inject(ghfake.Fault{Method: "GET", Path: "/actions/runners/", Times: 1, Status: 400})
 	p.signal(syscall.SIGTERM)
 	code := p.exit()

@@ -492,12 +492,28 @@ func knownJobEndsBeforeTheCancel(t *testing.T, fail bool) (*world, *proc, int64)
 // slowRunningLineRunSh wraps run.sh so that its "Running job: NAME" line
 // reaches ghrunner secs seconds after the listener printed it (a busy
 // machine, a full pipe): the listener runs the job meanwhile. The reader
-// ignores SIGINT, as a pipe's reader would not be part of the stop.
-func slowRunningLineRunSh(t *testing.T, w *world, name string, secs int) {
+// ignores SIGINT, as a pipe's reader would not be part of the stop. The
+// channel it returns is closed once the listener has printed the line: it
+// is then in the job, whatever GitHub shows.
+func slowRunningLineRunSh(t *testing.T, w *world, name string, secs int) <-chan struct{} {
 	t.Helper()
 	real := filepath.Join(w.dir, "run-real.sh")
 	require.NoError(t, os.Rename(filepath.Join(w.dir, "run.sh"), real))
+	fifo := filepath.Join(w.dir, "running.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	// Read and write, so that neither the open here nor the script's waits
+	// for the other side.
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
 	require.NoError(t, os.WriteFile(filepath.Join(w.dir, "run.sh"), []byte(
 		"#!/bin/bash\n\""+real+"\" \"$@\" 2>&1 | { trap '' INT; while IFS= read -r l; do "+
-			"case \"$l\" in *\"Running job: "+name+"\"*) sleep "+strconv.Itoa(secs)+";; esac; printf '%s\\n' \"$l\"; done; }\n"), 0o755))
+			"case \"$l\" in *\"Running job: "+name+"\"*) echo >\""+fifo+"\"; sleep "+strconv.Itoa(secs)+";; esac; printf '%s\\n' \"$l\"; done; }\n"), 0o755))
+	running := make(chan struct{})
+	go func() {
+		if _, err := f.Read(make([]byte, 1)); err == nil {
+			close(running)
+		}
+	}()
+	return running
 }
