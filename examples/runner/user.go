@@ -5,9 +5,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"syscall"
+
+	"github.com/termsig/termsig/internal/runas"
 )
 
 // A jobUser is the user that jobs run as (-user), when it is not the
@@ -26,30 +26,19 @@ func lookupJobUser(name string) (*jobUser, error) {
 	if name == "" {
 		return nil, nil
 	}
-	u, err := user.Lookup(name)
+	a, err := runas.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("%s: uid %q, gid %q are not numbers", name, u.Uid, u.Gid)
-	}
 	switch {
-	case int(uid) == os.Geteuid():
+	case a.UID == os.Geteuid():
 		return nil, nil
 	case os.Geteuid() != 0:
 		return nil, fmt.Errorf("%s: the runner must run as root to run jobs as another user", name)
 	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	gids, err := u.GroupIds()
+	cred, err := a.Credential()
 	if err != nil {
-		return nil, fmt.Errorf("%s: its groups: %w", name, err)
+		return nil, err
 	}
-	for _, g := range gids {
-		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-			cred.Groups = append(cred.Groups, uint32(n))
-		}
-	}
-	return &jobUser{name: u.Username, home: u.HomeDir, uid: int(uid), gid: int(gid), credential: cred}, nil
+	return &jobUser{name: a.Name, home: a.Home, uid: a.UID, gid: a.GID, credential: cred}, nil
 }

@@ -5,9 +5,9 @@ package runner
 import (
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"syscall"
+
+	"github.com/termsig/termsig/internal/runas"
 )
 
 // A User is the user config.sh and run.sh run as, when it is not
@@ -28,35 +28,24 @@ func LookupUser(name string) (*User, error) {
 	if name == "" {
 		return nil, nil
 	}
-	u, err := user.Lookup(name)
+	a, err := runas.Lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("%s: uid %q, gid %q are not numbers", name, u.Uid, u.Gid)
-	}
-	if int(uid) == os.Geteuid() {
+	if a.UID == os.Geteuid() {
 		return nil, nil
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%s: ghrunner must run as root to start the runner as another user", name)
 	}
-	if uid == 0 {
+	if a.UID == 0 {
 		return nil, fmt.Errorf("%s: the runner must not run as root (run.sh refuses to)", name)
 	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	gids, err := u.GroupIds()
+	cred, err := a.Credential()
 	if err != nil {
-		return nil, fmt.Errorf("%s: its groups: %w", name, err)
+		return nil, err
 	}
-	for _, g := range gids {
-		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-			cred.Groups = append(cred.Groups, uint32(n))
-		}
-	}
-	return &User{Name: u.Username, Home: u.HomeDir, credential: cred}, nil
+	return &User{Name: a.Name, Home: a.Home, credential: cred}, nil
 }
 
 // sysProcAttr is what config.sh and run.sh start with: a process group
