@@ -12,7 +12,6 @@ import (
 type endpoint struct {
 	network, addr string // for net.Dial
 	path          string // of a unix:path= entry; "" for the others
-	entry         string // the entry as written, for godbus
 }
 
 // parseAddress parses a D-Bus address list, such as
@@ -57,11 +56,11 @@ func parseEntry(entry string) (endpoint, error) {
 	}
 	switch {
 	case transport == "unix" && keys["path"] != "":
-		return endpoint{network: "unix", addr: keys["path"], path: keys["path"], entry: entry}, nil
+		return endpoint{network: "unix", addr: keys["path"], path: keys["path"]}, nil
 	case transport == "unix" && keys["abstract"] != "":
-		return endpoint{network: "unix", addr: "@" + keys["abstract"], entry: entry}, nil
+		return endpoint{network: "unix", addr: "@" + keys["abstract"]}, nil
 	case transport == "tcp" && keys["host"] != "" && keys["port"] != "":
-		return endpoint{network: "tcp", addr: net.JoinHostPort(keys["host"], keys["port"]), entry: entry}, nil
+		return endpoint{network: "tcp", addr: net.JoinHostPort(keys["host"], keys["port"])}, nil
 	}
 	return endpoint{}, fmt.Errorf("%q: only unix:path=, unix:abstract= and tcp:host=,port= are supported", entry)
 }

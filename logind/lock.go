@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -13,9 +13,9 @@ import (
 	"github.com/termsig/termsig"
 )
 
-// abandonGrace is how long an abandoned Inhibit call may still take its
-// answer in.
-const abandonGrace = 10 * time.Millisecond
+// drainWait bounds how long an abandoned Inhibit call waits for its
+// connection to read what the bus had already sent it.
+const drainWait = time.Second
 
 // errNoUnixSocket is why no lock is held on a bus reached over TCP only:
 // a descriptor cannot cross it.
@@ -66,28 +66,35 @@ func (w *watcher) refused(err error) {
 
 // inhibit calls Inhibit on a connection of its own, which can take a
 // descriptor and is closed after the call, to a UNIX socket of the
-// address. The call is not abandoned while the connection is open: when
-// ctx ends the connection is closed first, so that an answer is either
-// never read (the bus closes the descriptor it carried) or read into the
-// call, whose descriptor is then closed here, and never left in the
-// process with nobody to close it. Descriptors that arrive on the
-// connection in anything but the answer (a signal some process sends it)
-// are closed as they come.
+// address. The call is not abandoned while an answer may be half read:
+// when ctx ends, the connection is shut for reading first, so that godbus
+// reads to its end what the bus had already sent (an answer and its
+// descriptor, closed here) and then fails the call; an answer the bus had
+// not sent yet is never sent, and its descriptor dies with the bus's end
+// of the connection. (Closing the connection at once could cut a message
+// whose descriptor godbus had already taken in with its first bytes, and
+// nobody would close that one.) Descriptors that arrive on the connection
+// in anything but the answer (a signal some process sends it) are closed
+// as they come.
 func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
-	var entries []string
+	var eps []endpoint
 	for _, ep := range w.eps {
 		if ep.network == "unix" {
-			entries = append(entries, ep.entry)
+			eps = append(eps, ep)
 		}
 	}
-	if len(entries) == 0 {
+	if len(eps) == 0 {
 		return nil, errNoUnixSocket
 	}
 	tctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
-	// Dial to a UNIX socket does not wait: it connects or fails at once.
-	conn, err := dbus.Dial(strings.Join(entries, ";"), dbus.WithIncomingInterceptor(closeStrayFDs))
+	uc, err := dialUnix(eps)
 	if err != nil {
+		return nil, err
+	}
+	conn, err := dbus.DialUnix(uc, dbus.WithIncomingInterceptor(closeStrayFDs))
+	if err != nil {
+		uc.Close()
 		return nil, err
 	}
 	defer conn.Close()
@@ -99,19 +106,17 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	select {
 	case <-call.Done:
 	case <-tctx.Done():
-		// An answer on its way is let in for a moment, so that its
-		// descriptor is closed here rather than cut off half read by
-		// godbus, which would leave it open (godbus takes in a message's
-		// descriptors with its first bytes).
-		grace := time.NewTimer(abandonGrace)
+		uc.CloseRead()
+		drained := time.NewTimer(drainWait)
 		select {
 		case <-call.Done:
+		case <-drained.C:
+			// The bus sent part of a message and not the rest: what it
+			// carried is lost either way.
 			conn.Close()
-		case <-grace.C:
-			conn.Close() // the call ends now, with its answer if it was read
 			<-call.Done
 		}
-		grace.Stop()
+		drained.Stop()
 		closeFDs(call.Body)
 		return nil, fmt.Errorf("no answer: %w", context.Cause(tctx))
 	}
@@ -125,6 +130,20 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 		return nil, fmt.Errorf("the answer to Inhibit is %q, not a descriptor", dbus.SignatureOf(call.Body...).String())
 	}
 	return os.NewFile(uintptr(fd), "logind delay lock"), nil
+}
+
+// dialUnix connects to the first of eps that answers. A UNIX socket's
+// connect does not wait: it connects or fails at once.
+func dialUnix(eps []endpoint) (*net.UnixConn, error) {
+	var err error
+	for _, ep := range eps {
+		var uc *net.UnixConn
+		uc, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: ep.addr, Net: "unix"})
+		if err == nil {
+			return uc, nil
+		}
+	}
+	return nil, err
 }
 
 // closeStrayFDs closes the descriptors of a message that is not a reply
