@@ -126,6 +126,20 @@ type Notice struct {
 	Deadline time.Time
 	// Observed is when this process saw the notice.
 	Observed time.Time
+	// Held says that the platform holds the host for the consumer, as an
+	// Auto Scaling termination hook does: the host goes at Deadline
+	// unless the hold is extended, which the source does on its own while
+	// the notice is not released, each time sending a later notice for the
+	// same Event with the later Deadline, up to HoldLimit; [Notifier.Release]
+	// ends the hold, and the host goes then. A notice that is not Held is
+	// hard: nothing the consumer does moves its Deadline (a spot
+	// interruption's two minutes, a SIGTERM). A later notice for the same
+	// Event that is not Held says the hold is over: go by its Deadline.
+	Held bool
+	// HoldLimit is, on a Held notice, the latest Deadline the hold can
+	// reach (the platform's limit, or the source's own); zero when the
+	// notice is not Held.
+	HoldLimit time.Time
 	// Signal is the signal that caused the notice, or nil.
 	Signal os.Signal
 	// Raw is the payload as received (a response body, an acpid line), for
@@ -164,14 +178,21 @@ func (n Notice) String() string {
 			}
 		}
 	}
+	if n.Held {
+		b.WriteString(", held")
+		if !n.HoldLimit.IsZero() {
+			b.WriteString(" up to ")
+			b.WriteString(n.HoldLimit.UTC().Format(time.RFC3339))
+		}
+	}
 	return b.String()
 }
 
 // LogValue makes a Notice log as a group of its fields (source, kind,
-// event, reason, deadline, observed, signal), leaving out empty ones and
-// Raw, which may be large.
+// event, reason, deadline, observed, held, hold_limit, signal), leaving out
+// empty ones and Raw, which may be large.
 func (n Notice) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, 7)
+	attrs := make([]slog.Attr, 0, 9)
 	add := func(k, v string) {
 		if v != "" {
 			attrs = append(attrs, slog.String(k, v))
@@ -189,6 +210,12 @@ func (n Notice) LogValue() slog.Value {
 	if !n.Observed.IsZero() {
 		attrs = append(attrs, slog.Time("observed", n.Observed))
 	}
+	if n.Held {
+		attrs = append(attrs, slog.Bool("held", true))
+	}
+	if !n.HoldLimit.IsZero() {
+		attrs = append(attrs, slog.Time("hold_limit", n.HoldLimit))
+	}
 	if n.Signal != nil {
 		add("signal", SignalName(n.Signal))
 	}
@@ -197,14 +224,16 @@ func (n Notice) LogValue() slog.Value {
 
 // noticeJSON is the JSON form of a Notice.
 type noticeJSON struct {
-	Source   string    `json:"source,omitempty"`
-	Kind     Kind      `json:"kind,omitzero"`
-	Event    string    `json:"event,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	Deadline time.Time `json:"deadline,omitzero"`
-	Observed time.Time `json:"observed,omitzero"`
-	Signal   string    `json:"signal,omitempty"`
-	Raw      string    `json:"raw,omitempty"`
+	Source    string    `json:"source,omitempty"`
+	Kind      Kind      `json:"kind,omitzero"`
+	Event     string    `json:"event,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	Observed  time.Time `json:"observed,omitzero"`
+	Held      bool      `json:"held,omitempty"`
+	HoldLimit time.Time `json:"hold_limit,omitzero"`
+	Signal    string    `json:"signal,omitempty"`
+	Raw       string    `json:"raw,omitempty"`
 }
 
 // MarshalJSON encodes n as an object with lower-case keys: Kind as its word
@@ -214,13 +243,15 @@ type noticeJSON struct {
 // (syscall.Signal), since neither could be decoded again.
 func (n Notice) MarshalJSON() ([]byte, error) {
 	j := noticeJSON{
-		Source:   n.Source,
-		Kind:     n.Kind,
-		Event:    n.Event,
-		Reason:   n.Reason,
-		Deadline: n.Deadline.UTC(),
-		Observed: n.Observed.UTC(),
-		Raw:      n.Raw,
+		Source:    n.Source,
+		Kind:      n.Kind,
+		Event:     n.Event,
+		Reason:    n.Reason,
+		Deadline:  n.Deadline.UTC(),
+		Observed:  n.Observed.UTC(),
+		Held:      n.Held,
+		HoldLimit: n.HoldLimit.UTC(),
+		Raw:       n.Raw,
 	}
 	if n.Signal != nil {
 		if !isSysSignal(n.Signal) {
@@ -260,14 +291,16 @@ func (n *Notice) UnmarshalJSON(b []byte) error {
 		return t.UTC()
 	}
 	*n = Notice{
-		Source:   j.Source,
-		Kind:     j.Kind,
-		Event:    j.Event,
-		Reason:   j.Reason,
-		Deadline: utc(j.Deadline),
-		Observed: utc(j.Observed),
-		Signal:   sig,
-		Raw:      j.Raw,
+		Source:    j.Source,
+		Kind:      j.Kind,
+		Event:     j.Event,
+		Reason:    j.Reason,
+		Deadline:  utc(j.Deadline),
+		Observed:  utc(j.Observed),
+		Held:      j.Held,
+		HoldLimit: utc(j.HoldLimit),
+		Signal:    sig,
+		Raw:       j.Raw,
 	}
 	return nil
 }
@@ -310,6 +343,10 @@ type Drain struct {
 //	if limit := nt.Observed.Add(15 * time.Minute); nt.Deadline.After(limit) {
 //		nt.Deadline = limit
 //	}
+//
+// For a [Notice.Held] notice the Deadline is the hold's end as it stands
+// at n: a later notice for the same Event moves it, and a drain that
+// should use the hold takes a new context from that one.
 //
 // Call cancel when the drain is over, as for context.WithDeadline.
 func (n Notice) DrainContext(parent context.Context, d Drain) (context.Context, context.CancelFunc) {

@@ -80,6 +80,13 @@ func TestNoticeJSON(t *testing.T) {
 			`{"source":"signal","kind":"terminate","event":"SIGTERM","reason":"SIGTERM","observed":"2026-11-30T10:00:00.123456789Z","signal":"SIGTERM"}`,
 		},
 		{"sighup", termsig.Notice{Kind: termsig.Reload, Signal: syscall.SIGHUP}, `{"kind":"reload","signal":"SIGHUP"}`},
+		{
+			"held",
+			termsig.Notice{Source: "asg", Kind: termsig.Terminate, Event: "asg/lifecycle", Deadline: at.Add(time.Hour), Observed: at,
+				Held: true, HoldLimit: at.Add(48 * time.Hour)},
+			`{"source":"asg","kind":"terminate","event":"asg/lifecycle","deadline":"2026-11-30T11:00:00.123456789Z",` +
+				`"observed":"2026-11-30T10:00:00.123456789Z","held":true,"hold_limit":"2026-12-02T10:00:00.123456789Z"}`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := json.Marshal(tc.in)
@@ -138,6 +145,11 @@ func TestNoticeLogValue(t *testing.T) {
 		Signal: syscall.SIGTERM, Observed: at, Deadline: at.Add(time.Minute), Raw: "not logged"})
 	assert.Equal(t, "level=INFO msg=got notice.source=signal notice.kind=terminate notice.event=SIGTERM notice.reason=SIGTERM "+
 		"notice.deadline=2026-11-30T10:01:00.000Z notice.observed=2026-11-30T10:00:00.000Z notice.signal=SIGTERM\n", buf.String())
+	buf.Reset()
+	log.Info("got", "notice", termsig.Notice{Source: "asg", Kind: termsig.Terminate, Observed: at, Deadline: at.Add(time.Hour),
+		Held: true, HoldLimit: at.Add(2 * time.Hour)})
+	assert.Equal(t, "level=INFO msg=got notice.source=asg notice.kind=terminate notice.deadline=2026-11-30T11:00:00.000Z "+
+		"notice.observed=2026-11-30T10:00:00.000Z notice.held=true notice.hold_limit=2026-11-30T12:00:00.000Z\n", buf.String())
 }
 
 func TestDrainContext(t *testing.T) {
@@ -252,6 +264,11 @@ func TestNoticeString(t *testing.T) {
 			"deadline not observed",
 			termsig.Notice{Source: "gcemeta", Kind: termsig.Terminate, Deadline: obs},
 			"gcemeta: terminate, deadline 2026-11-30T10:00:00Z",
+		},
+		{
+			"held",
+			termsig.Notice{Source: "asg", Kind: termsig.Terminate, Observed: obs, Deadline: obs.Add(time.Hour), Held: true, HoldLimit: obs.Add(48 * time.Hour)},
+			"asg: terminate, deadline 2026-11-30T11:00:00Z (in 1h0m0s), held up to 2026-12-02T10:00:00Z",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, tc.n.String()) })

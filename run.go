@@ -61,7 +61,7 @@ func writable(t time.Time) bool {
 // still waiting for room when Watch returns. A Deadline or Observed whose
 // year in UTC is not 0 to 9999 (which RFC 3339 cannot write: a server can
 // name any time) is dropped, the Deadline with a Warn line: the notice is
-// delivered without it.
+// delivered without it; so is a HoldLimit.
 func (r *Run) Send(ctx context.Context, n Notice) error {
 	n.Source = r.name
 	nt := r.n
@@ -77,6 +77,9 @@ func (r *Run) Send(ctx context.Context, n Notice) error {
 		// pipeline), and no drain waits for it: the notice goes without.
 		nt.log.Warn(msgUnwritableDeadline, "source", r.name, "deadline", n.Deadline.String(), "raw", n.Raw)
 		n.Deadline = time.Time{}
+	}
+	if !writable(n.HoldLimit) {
+		n.HoldLimit = time.Time{}
 	}
 	nt.sendMu.RLock()
 	defer nt.sendMu.RUnlock()

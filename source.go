@@ -37,7 +37,10 @@ var ErrUnavailable = errors.New("termsig: source unavailable on this host")
 //     makes them visible in [Notifier.Status] meanwhile, and the Notifier
 //     logs each change, so a source does not log its own health.
 //   - It reports one event once: a notice that is seen again on every poll
-//     is not sent again. [Notice.Event] names the event.
+//     is not sent again. [Notice.Event] names the event. A held notice
+//     ([Notice.Held]) is sent again, for the same Event, each time its
+//     Deadline moves, and once more, not Held, if the hold ends before
+//     Release.
 //   - It sends nothing after it returns, and leaves no goroutine behind.
 //
 // [termsigtest.TestSource] checks a Source against this contract.
