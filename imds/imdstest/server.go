@@ -22,6 +22,17 @@ const (
 	PathScheduled       = "events/maintenance/scheduled"
 	PathLifecycle       = "autoscaling/target-lifecycle-state"
 	PathInstanceID      = "instance-id"
+	PathCredentials     = "iam/security-credentials/"
+)
+
+// PathIdentityDocument is the instance identity document, relative to
+// /latest/: the SDK reads the region from it.
+const PathIdentityDocument = "dynamic/instance-identity/document"
+
+// The instance the server stands for.
+const (
+	InstanceID = "i-0123456789abcdef0"
+	Region     = "us-east-1"
 )
 
 const (
@@ -68,6 +79,7 @@ type Server struct {
 	hasRebalance bool
 	scheduled    []ScheduledEvent
 	lifecycle    string
+	role         string // the instance profile's role; "" for none
 }
 
 // NewServer starts a fake IMDS on 127.0.0.1 with nothing pending and
@@ -142,6 +154,19 @@ func (s *Server) SetLifecycleState(state string) {
 	s.mu.Unlock()
 }
 
+// SetRole gives the instance an instance profile whose role is named
+// role: iam/security-credentials/ lists it, and
+// iam/security-credentials/ROLE serves made-up credentials that expire in
+// an hour, as IMDS does, so that the SDK's default credential chain
+// works against the server. "" takes it away (both answer 404). The
+// identity document (dynamic/instance-identity/document), from which the
+// SDK reads the region, is always served: its region is [Region].
+func (s *Server) SetRole(role string) {
+	s.mu.Lock()
+	s.role = role
+	s.mu.Unlock()
+}
+
 // SetTokensOptional allows requests without a token (IMDSv1) when optional
 // is true. A request with an invalid or expired token still gets 401.
 func (s *Server) SetTokensOptional(optional bool) {
@@ -197,6 +222,14 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == tokenPath:
 		s.token(w, r)
+	case r.URL.Path == "/latest/"+PathIdentityDocument:
+		if status := s.authorize(r); status != http.StatusOK {
+			write(w, status, "")
+			return
+		}
+		b, _ := json.Marshal(map[string]string{"instanceId": InstanceID, "region": Region, "availabilityZone": Region + "a",
+			"accountId": "123456789012", "instanceType": "m5.large", "imageId": "ami-0123456789abcdef0", "architecture": "x86_64"})
+		write(w, http.StatusOK, string(b))
 	case !strings.HasPrefix(r.URL.Path, metadataPrefix):
 		write(w, http.StatusNotFound, "")
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
@@ -303,7 +336,18 @@ func (s *Server) metadata(key string, now time.Time) (int, string) {
 		}
 		return http.StatusOK, s.lifecycle
 	case PathInstanceID:
-		return http.StatusOK, "i-0123456789abcdef0"
+		return http.StatusOK, InstanceID
+	case PathCredentials:
+		if s.role == "" {
+			return http.StatusNotFound, ""
+		}
+		return http.StatusOK, s.role
+	}
+	if role, ok := strings.CutPrefix(key, PathCredentials); ok && s.role != "" && role == s.role {
+		b, _ := json.Marshal(map[string]string{"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "ASIAIMDSTESTEXAMPLE",
+			"SecretAccessKey": "imdstest-secret", "Token": "imdstest-token",
+			"LastUpdated": now.UTC().Format(time.RFC3339), "Expiration": now.Add(time.Hour).UTC().Format(time.RFC3339)})
+		return http.StatusOK, string(b)
 	}
 	return http.StatusNotFound, ""
 }
