@@ -58,6 +58,8 @@ var snippetCounts = map[string]int{
 	"DESIGN.md":                   1,
 	"examples/registry/README.md": 2,
 	".":                           4, // package termsig
+	"asg":                         1,
+	"asg/asgtest":                 2,
 	"azure/azuretest":             3,
 	"examples/registry":           1,
 	"gcemeta":                     1,
@@ -276,6 +278,7 @@ var freeNames = map[string]map[string]string{
 	"imds/imdstest":               {"srv": "*imdstest.Server"},
 	"gcemeta/gcemetatest":         {"srv": "*gcemetatest.Server"},
 	"azure/azuretest":             {"srv": "*azuretest.Server"},
+	"asg/asgtest":                 {"srv": "*asgtest.Server"},
 	"examples/registry":           {"admin": "string", "join": "string"},
 	"examples/registry/README.md": {"adminToken": "string", "joinToken": "string"},
 }
@@ -285,7 +288,9 @@ var freeNames = map[string]map[string]string{
 // (lines that start with a go subcommand, "termsig " or "$ ") need no
 // entry. Every other block must build.
 var notGo = map[string]string{
-	".: imds: terminate (spot interruption: terminate), deadline 2026-11-30T10:02:00Z (in 1m59s)": "what Notice.String prints",
+	".: imds: terminate (spot interruption: terminate), deadline 2026-11-30T10:02:00Z (in 1m59s)":              "what Notice.String prints",
+	"asg: aws autoscaling put-lifecycle-hook --auto-scaling-group-name GROUP --lifecycle-hook-name termsig \\": "an AWS CLI command",
+	`asg: {"Effect": "Allow", "Resource": "*", "Action": [`:                                                    "an IAM policy statement",
 }
 
 var shellLine = regexp.MustCompile(`^(\$ |termsig( |$)|go (run|test|build|install|vet|generate|get|doc|list|tool|mod|env|version)( |$))`)
