@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi"
+	"github.com/termsig/termsig/asg"
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
@@ -38,6 +40,10 @@ type Config struct {
 	// IMDS configures the imds source, if it applies.
 	IMDS imds.Config
 
+	// ASG configures the asg source, if it applies. Its IMDS endpoint,
+	// Root and intervals are IMDS's where it sets none.
+	ASG asg.Config
+
 	// GCE configures the gcemeta source, if it applies.
 	GCE gcemeta.Config
 
@@ -65,6 +71,10 @@ type Config struct {
 //   - imds: on EC2, or when an IMDS endpoint is configured or set in
 //     AWS_EC2_METADATA_SERVICE_ENDPOINT, unless AWS_EC2_METADATA_DISABLED
 //     is true;
+//   - asg: where imds applies, unless no credentials can be had (see
+//     asg.Source.Available). It holds a scale-in with the group's
+//     termination hooks until the program releases the notice; imds then
+//     leaves the lifecycle state to it, so that a scale-in is one notice;
 //   - gcemeta: on GCE, or when GCE_METADATA_HOST or GCE.Host is set;
 //   - azure: on Azure, or when AZURE_METADATA_ENDPOINT or Azure.Endpoint
 //     is set;
@@ -134,6 +144,7 @@ type kind struct {
 var known = []kind{
 	{signal.Name, func(c Config) termsig.Source { return signal.New(c.Signals...) }},
 	{imds.Name, func(c Config) termsig.Source { return imds.New(imdsConfig(c)) }},
+	{asg.Name, func(c Config) termsig.Source { return asg.New(asgConfig(c)) }},
 	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }},
 	{azure.Name, func(c Config) termsig.Source { return azure.New(azureConfig(c)) }},
 	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }},
@@ -177,7 +188,25 @@ func ByName(cfg Config, names ...string) ([]termsig.Source, error) {
 		}
 		srcs = append(srcs, s)
 	}
+	if seen[asg.Name] && seen[imds.Name] {
+		for i, s := range srcs {
+			if s.Name() == imds.Name {
+				srcs[i] = imds.New(imdsConfig(leaveLifecycle(cfg)))
+			}
+		}
+	}
 	return srcs, nil
+}
+
+// leaveLifecycle is cfg with an imds source that leaves the lifecycle
+// state to the asg source.
+// (An imds source that watches the lifecycle state only is left as it
+// is: zero Events would mean all of them.)
+func leaveLifecycle(cfg Config) Config {
+	if ev := cmp.Or(cfg.IMDS.Events, imds.AllEvents) &^ imds.LifecycleState; ev != 0 {
+		cfg.IMDS.Events = ev
+	}
+	return cfg
 }
 
 // Names returns the names of the sources this package knows, in Detect's
@@ -195,6 +224,26 @@ func imdsConfig(cfg Config) imds.Config {
 	ic := cfg.IMDS
 	inherit(&ic.Logger, &ic.Root, cfg)
 	return ic
+}
+
+// asgConfig is cfg.ASG with cfg's Logger and Root where it has none, and
+// IMDS's endpoint and polling where its own IMDS has none.
+func asgConfig(cfg Config) asg.Config {
+	ac := cfg.ASG
+	ic := imdsConfig(cfg)
+	if ac.Logger == nil {
+		ac.Logger = cfg.Logger
+	}
+	ac.IMDS.Endpoint = cmp.Or(ac.IMDS.Endpoint, ic.Endpoint)
+	ac.IMDS.Root = cmp.Or(ac.IMDS.Root, ic.Root)
+	ac.IMDS.Interval = cmp.Or(ac.IMDS.Interval, ic.Interval)
+	ac.IMDS.AdvisoryInterval = cmp.Or(ac.IMDS.AdvisoryInterval, ic.AdvisoryInterval)
+	ac.IMDS.RequestTimeout = cmp.Or(ac.IMDS.RequestTimeout, ic.RequestTimeout)
+	ac.IMDS.MaxBackoff = cmp.Or(ac.IMDS.MaxBackoff, ic.MaxBackoff)
+	if ac.IMDS.HTTPClient == nil {
+		ac.IMDS.HTTPClient = ic.HTTPClient
+	}
+	return ac
 }
 
 // gceConfig is cfg.GCE with cfg's Logger and Root where it has none.

@@ -57,10 +57,10 @@ func TestDetect(t *testing.T) {
 		want []string
 	}{
 		{name: "bare metal", dmi: map[string]string{"sys_vendor": "Dell Inc."}, want: []string{"signal"}},
-		{name: "ec2", dmi: map[string]string{"sys_vendor": "Amazon EC2"}, want: []string{"signal", "imds"}},
+		{name: "ec2", dmi: map[string]string{"sys_vendor": "Amazon EC2"}, want: []string{"signal", "imds", "asg"}},
 		{name: "ec2, imds disabled", dmi: map[string]string{"sys_vendor": "Amazon EC2"}, env: map[string]string{"AWS_EC2_METADATA_DISABLED": "true"}, want: []string{"signal"}},
-		{name: "imds endpoint env", env: map[string]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:1338"}, want: []string{"signal", "imds"}},
-		{name: "imds endpoint config", cfg: sources.Config{IMDS: imds.Config{Endpoint: "http://127.0.0.1:1338"}}, want: []string{"signal", "imds"}},
+		{name: "imds endpoint env", env: map[string]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:1338"}, want: []string{"signal", "imds", "asg"}},
+		{name: "imds endpoint config", cfg: sources.Config{IMDS: imds.Config{Endpoint: "http://127.0.0.1:1338"}}, want: []string{"signal", "imds", "asg"}},
 		{name: "gce", dmi: map[string]string{"product_name": "Google Compute Engine"}, want: []string{"signal", "gcemeta"}},
 		{name: "gce host env", env: map[string]string{"GCE_METADATA_HOST": "127.0.0.1:1"}, want: []string{"signal", "gcemeta"}},
 		{name: "gce host config", cfg: sources.Config{GCE: gcemeta.Config{Host: "127.0.0.1:1"}}, want: []string{"signal", "gcemeta"}},
@@ -88,7 +88,7 @@ func TestDetectOnThisHost(t *testing.T) {
 func TestPlatformOnlyLeavesOutTheSignalSource(t *testing.T) {
 	clean(t)
 	root := fakeRoot(t, map[string]string{"sys_vendor": "Amazon EC2"})
-	assert.Equal(t, []string{"imds"}, names(sources.Config{Root: root, PlatformOnly: true}))
+	assert.Equal(t, []string{"imds", "asg"}, names(sources.Config{Root: root, PlatformOnly: true}))
 	assert.Empty(t, names(sources.Config{Root: fakeRoot(t, nil), PlatformOnly: true}), "a laptop has no platform source")
 
 	// A signal source of the program's own, added to Detect's, is then
@@ -127,7 +127,7 @@ func TestByName(t *testing.T) {
 	_, err = sources.ByName(sources.Config{}, "signal", "signal")
 	assert.ErrorContains(t, err, `"signal" named twice`)
 	_, err = sources.ByName(sources.Config{}, "nosuch")
-	assert.ErrorContains(t, err, `unknown source "nosuch" (known: signal, imds, gcemeta, azure, acpi, logind)`)
+	assert.ErrorContains(t, err, `unknown source "nosuch" (known: signal, imds, asg, gcemeta, azure, acpi, logind)`)
 
 	srcs, err = sources.ByName(sources.Config{}, "gcemeta", "acpi")
 	require.NoError(t, err)

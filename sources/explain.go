@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/asg"
+	"github.com/termsig/termsig/imds"
 )
 
 // A Choice is what [Detect] decides about one source, and why.
@@ -51,6 +54,15 @@ func Explain(cfg Config) []Choice {
 			c.Chosen = applies(c.Err)
 		}
 		choices[i] = c
+	}
+	// A scale-in is one notice: when asg works, imds leaves the
+	// lifecycle state to it.
+	if i := slices.IndexFunc(choices, func(c Choice) bool { return c.Source.Name() == asg.Name }); i >= 0 && choices[i].Chosen && choices[i].Err == nil {
+		for j := range choices {
+			if choices[j].Source.Name() == imds.Name {
+				choices[j].Source = imds.New(imdsConfig(leaveLifecycle(cfg)))
+			}
+		}
 	}
 	return choices
 }

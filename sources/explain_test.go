@@ -39,6 +39,7 @@ func TestExplainSaysWhatWasReadForEachSourceLeftOut(t *testing.T) {
 	root := fakeRoot(t, qemu)
 	want := map[string]string{
 		"imds":    `imds: not an EC2 instance (DMI sys_vendor "QEMU", board_vendor "QEMU"), and neither Config.Endpoint nor AWS_EC2_METADATA_SERVICE_ENDPOINT is set`,
+		"asg":     `asg: imds: not an EC2 instance (DMI sys_vendor "QEMU", board_vendor "QEMU"), and neither Config.Endpoint nor AWS_EC2_METADATA_SERVICE_ENDPOINT is set`,
 		"gcemeta": `gcemeta: not on GCE (DMI product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Host nor GCE_METADATA_HOST is set`,
 		"azure":   `azure: not an Azure VM (DMI chassis_asset_tag "Default string"), and neither Config.Endpoint nor AZURE_METADATA_ENDPOINT is set`,
 		"acpi":    "acpi: no power-button transport: no acpid socket at " + filepath.Join(root, "var/run/acpid.socket") + ", no input device at " + filepath.Join(root, "dev/input/event*"),
@@ -160,9 +161,9 @@ func TestDetectLogsEachSourceLeftOutAtDebugLevel(t *testing.T) {
 			leftOut = append(leftOut, line)
 		}
 	}
-	require.Len(t, leftOut, 5, buf.String())
+	require.Len(t, leftOut, 6, buf.String())
 	assert.Contains(t, leftOut[0], `source=imds reason="imds: not an EC2 instance (DMI sys_vendor \"QEMU\", board_vendor \"QEMU\")`)
-	for i, name := range []string{"imds", "gcemeta", "azure", "acpi", "logind"} {
+	for i, name := range []string{"imds", "asg", "gcemeta", "azure", "acpi", "logind"} {
 		assert.Contains(t, leftOut[i], "source="+name+" reason=", "in Detect's order")
 	}
 	assert.Contains(t, buf.String(), `level=INFO msg="termsig: detected sources" sources=[signal]`)
