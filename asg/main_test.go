@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		"AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
 		os.Unsetenv(v)
 	}
+	realHome = os.Getenv("HOME")
 	os.Setenv("HOME", home)
 	os.Setenv("AWS_CONFIG_FILE", filepath.Join(home, "none"))
 	os.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(home, "none"))
@@ -49,8 +50,20 @@ type cleanup struct {
 
 func (c cleanup) Run() int {
 	defer os.RemoveAll(c.home)
+	defer func() {
+		for _, f := range cleanups {
+			f()
+		}
+	}()
 	return c.m.Run()
 }
+
+// realHome is HOME before the tests replaced it: the go command's caches
+// are under it.
+var realHome string
+
+// cleanups run once the tests are over, before goleak exits.
+var cleanups []func()
 
 // wait bounds how long a test waits for what should come quickly.
 const wait = 10 * time.Second
