@@ -92,7 +92,7 @@ func (w *watcher) inhibit(ctx context.Context) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := dbus.DialUnix(uc, dbus.WithIncomingInterceptor(closeStrayFDs))
+	conn, err := dialUnixConn(uc, dbus.WithIncomingInterceptor(closeStrayFDs))
 	if err != nil {
 		uc.Close()
 		return nil, err
