@@ -10,6 +10,10 @@
 //	termsig fake      imds|gce|azure [flags]   # a cloud's metadata service with a scripted event
 //	termsig version
 //
+// A held termination (an Auto Scaling scale-in kept waiting by a lifecycle
+// hook) asks the supervised command to finish instead (--finish-signal),
+// waits for it (at most --max-hold), then lets the instance go.
+//
 // print, hook and supervise need Linux or macOS (process groups and
 // /bin/sh). See README.md for the flags, the exit statuses and recipes (a
 // systemd unit, a Kubernetes sidecar, a webhook, a try-out without a
@@ -49,7 +53,10 @@ programs that are not written in Go.
   termsig print     [flags]                  print each notice as one JSON line
   termsig hook      [flags] 'SHELL COMMAND'  run a shell command (/bin/sh -c) per notice
   termsig supervise [flags] -- CMD ARGS...   run CMD; an imminent platform notice sends it
-                                             SIGTERM, then SIGKILL before the deadline
+                                             SIGTERM, then SIGKILL before the deadline; a held
+                                             termination (an Auto Scaling hook) asks it to finish
+                                             (--finish-signal), waits for it up to --max-hold,
+                                             then releases the hold
   termsig sources   [flags]                  which sources apply on this host, and why not
   termsig fake      imds|gce|azure [flags]   serve a cloud's metadata fake with a scripted event
   termsig version                            print the version (also: termsig --version)

@@ -57,8 +57,10 @@ func TestMain(m *testing.M) {
 // named by TERMSIG_TEST_LOG every signal it receives, and when: "ready PID",
 // "signal NAME", "grandchild PID". TERMSIG_TEST_EXIT=N makes it exit with N
 // at once; TERMSIG_TEST_ON_TERM says what SIGTERM does: "exit" (exit 0, the
-// default), "ignore", or "die" (death by SIGTERM). TERMSIG_TEST_GRANDCHILD=1
-// makes it start a "sleep 1000" first, in its process group.
+// default), "ignore", or "die" (death by SIGTERM). TERMSIG_TEST_EXIT_ON=NAME
+// makes signal NAME (SIGUSR1) end it too: it says "exiting", then exits 0.
+// TERMSIG_TEST_GRANDCHILD=1 makes it start a "sleep 1000" first, in its
+// process group.
 func childMain() int {
 	logf, err := os.OpenFile(os.Getenv("TERMSIG_TEST_LOG"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -84,6 +86,10 @@ func childMain() int {
 		name := unix.SignalName(sig.(syscall.Signal))
 		say("at %s %d", name, time.Now().UnixNano())
 		say("signal %s", name)
+		if name == os.Getenv("TERMSIG_TEST_EXIT_ON") {
+			say("exiting")
+			return 0
+		}
 		if sig != syscall.SIGTERM {
 			continue
 		}

@@ -29,9 +29,10 @@ const maxHookOutput = 64 << 10
 // runHooks runs o.exec once per notice until the first imminent one (see
 // options.ends), then waits for the hooks under way. Hooks for the same
 // event (the same source and Notice.Event) run one after another; while
-// one runs, only the latest notice of that event waits its turn. It
-// returns exitFailed if a hook failed or timed out, or if no source can
-// work here.
+// one runs, only the latest notice of that event waits its turn. A held
+// event has one hook, however often its hold moves (see
+// hookRunner.again). It returns exitFailed if a hook failed or timed out,
+// or if no source can work here.
 func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	n := newNotifier(srcs, log)
 	defer n.Stop()
@@ -48,6 +49,9 @@ func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 			if !o.wants(nt) {
 				log.Debug("termsig: notice filtered out by --kinds", "notice", nt)
 				letGo(n.Release, nt, log)
+				continue
+			}
+			if h.again(nt) {
 				continue
 			}
 			ended = o.ends(nt)
@@ -84,6 +88,40 @@ type hookRunner struct {
 	queues map[eventKey]*hookQueue
 	ending bool // the final notice came: waiting hooks of other events are dropped
 	nfail  int
+	// held is the latest held notice of each held event that has had its
+	// hook (run, under way or waiting): released when the hook is over.
+	held map[eventKey]termsig.Notice
+}
+
+// again reports whether nt is a later notice of a held event that has had
+// its hook: its hold moved (it is still Held, with a later Deadline), or
+// the hold is over (it is not Held). Either is logged, and runs nothing:
+// a hook runs once per event, not once per move. The hook was told at its
+// start that the host is held (TERMSIG_HELD=1, TERMSIG_HOLD_LIMIT), and
+// the hold is released when it ends. Running it again on each move would
+// repeat its work; and by the time a hold is over, the event's hook has
+// run or is running.
+func (h *hookRunner) again(nt termsig.Notice) bool {
+	k := eventKey{nt.Source, nt.Event}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, seen := h.held[k]
+	switch {
+	case !seen && nt.Held:
+		if h.held == nil {
+			h.held = map[eventKey]termsig.Notice{}
+		}
+		h.held[k] = nt
+		return false
+	case !seen:
+		return false
+	case nt.Held:
+		h.held[k] = nt
+		h.log.Info("termsig: the hold moved; its hook is not run again", "notice", nt)
+	default:
+		h.log.Warn("termsig: the hold is over; its hook is not run again", "notice", nt)
+	}
+	return true
 }
 
 // enqueue hands nt to its event's queue; final marks the notice that ends
@@ -136,11 +174,20 @@ func (h *hookRunner) drain(k eventKey, q *hookQueue) {
 }
 
 // releaseAfter tells nt's source that its hook is over, whether it
-// succeeded or not: holding the shutdown longer helps nobody.
+// succeeded or not: holding the shutdown longer helps nobody. A held
+// event is released with its latest held notice.
 func (h *hookRunner) releaseAfter(nt termsig.Notice) {
-	if nt.Kind.Imminent() {
-		releaseNow(h.release, nt, h.log)
+	if !nt.Kind.Imminent() {
+		return
 	}
+	if nt.Held {
+		h.mu.Lock()
+		if latest, ok := h.held[eventKey{nt.Source, nt.Event}]; ok {
+			nt = latest
+		}
+		h.mu.Unlock()
+	}
+	releaseNow(h.release, nt, h.log)
 }
 
 func (h *hookRunner) failed() bool {
@@ -200,7 +247,10 @@ func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOu
 
 // timeout is --hook-timeout; or, for an imminent notice, the time left
 // to options.drainEnd (at least minHookTime), and --grace when it has no
-// deadline; or --grace for advice, whose deadline may be weeks away.
+// deadline; or --grace for advice, whose deadline may be weeks away. A
+// held notice counts as any imminent one: its hook has the time its
+// deadline gave when it started, and a later move of the hold does not
+// lengthen it.
 func (h *hookRunner) timeout(nt termsig.Notice) time.Duration {
 	switch {
 	case h.o.hookTimeout > 0:
@@ -214,10 +264,16 @@ func (h *hookRunner) timeout(nt termsig.Notice) time.Duration {
 
 // noticeEnv is nt as TERMSIG_* environment variables, at time now.
 func noticeEnv(nt termsig.Notice, now time.Time) []string {
-	deadline, left := "", ""
+	deadline, left, held, limit := "", "", "0", ""
 	if !nt.Deadline.IsZero() {
 		deadline = nt.Deadline.UTC().Format(time.RFC3339)
 		left = strconv.Itoa(max(int(nt.Deadline.Sub(now).Seconds()), 0))
+	}
+	if nt.Held {
+		held = "1"
+	}
+	if !nt.HoldLimit.IsZero() {
+		limit = nt.HoldLimit.UTC().Format(time.RFC3339)
 	}
 	return []string{
 		"TERMSIG_SOURCE=" + nt.Source,
@@ -226,6 +282,8 @@ func noticeEnv(nt termsig.Notice, now time.Time) []string {
 		"TERMSIG_REASON=" + nt.Reason,
 		"TERMSIG_DEADLINE=" + deadline,
 		"TERMSIG_SECONDS_LEFT=" + left,
+		"TERMSIG_HELD=" + held,
+		"TERMSIG_HOLD_LIMIT=" + limit,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	ossignal "os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -44,6 +45,13 @@ const extendEvery = 5 * time.Second
 // SIGKILL to its whole group at the deadline minus o.margin (at most
 // o.maxDrain after the notice), or o.grace later when the notice has no
 // deadline, and once the command has exited.
+//
+// A held termination (termsig.Notice.Held: the platform waits for a
+// Release) sends o.finish instead, once, and waits for the command to
+// exit until the hold's end: its latest deadline minus o.margin, at most
+// o.maxHold after the first held notice. Then, or at once on a hard
+// notice or a hold that lapsed, it goes on as for any imminent notice.
+// Once the command has exited, the holds are released.
 func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	// Before the command starts, so that a signal in between is forwarded,
 	// not termsig's death.
@@ -69,9 +77,10 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	}
 	n := newNotifier(srcs, log)
 	defer n.Stop()
-	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer(), release: n.Release}
+	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer(), holdEnd: stoppedTimer(), release: n.Release}
 	defer s.kill.Stop()
 	defer s.extend.Stop()
+	defer s.holdEnd.Stop()
 	for {
 		select {
 		case sig := <-sigc:
@@ -83,9 +92,13 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 			_ = killGroup(s.proc.Pid)
 		case <-s.extend.C:
 			s.extendTimeout()
+		case <-s.holdEnd.C:
+			s.holdOver()
 		case err := <-exited:
 			s.killLeftovers()
-			return s.exited(cmd, err)
+			code := s.exited(cmd, err)
+			s.releaseHolds()
+			return code
 		}
 	}
 }
@@ -103,11 +116,24 @@ type supervisor struct {
 	proc     *os.Process // the command; its pid is its process group's id
 	kill     *time.Timer
 	extend   *time.Timer
-	killAt   time.Time // zero until a notice stops the command
-	stopSent bool      // a terminating signal has reached the command
+	killAt   time.Time      // zero until a notice stops the command
+	stopSent bool           // a terminating signal has reached the command
+	lastStop syscall.Signal // the last such signal
+	stopping bool           // systemd was told STOPPING=1
 	// release is termsig.Notifier.Release, for the notices that do not
-	// stop the command: nothing waits for them.
+	// stop the command (nothing waits for them), and for the holds once
+	// the command has exited.
 	release func(context.Context, termsig.Notice) error
+
+	// A hold: a held termination waits for the command to finish.
+	holdEnd    *time.Timer
+	holdFrom   time.Time // when the first held notice was seen; zero: none
+	holdUntil  time.Time // when the wait ends, unless the command exits first
+	holdCapped bool      // holdUntil is --max-hold after holdFrom
+	finishSent bool      // the command got --finish-signal
+	// held is the latest held notice of each held event acted on, in the
+	// order the events came: released once the command has exited.
+	held []termsig.Notice
 }
 
 // terminating are the signals that ask the command to stop.
@@ -117,31 +143,164 @@ func terminating(sig syscall.Signal) bool {
 
 func (s *supervisor) forward(sig os.Signal) {
 	s.log.Info("termsig: forwarding a signal to the command", "signal", termsig.SignalName(sig), "pid", s.proc.Pid)
-	s.send(sig.(syscall.Signal))
+	ss := sig.(syscall.Signal)
+	s.send(ss, terminating(ss) || ss == s.o.signal)
 }
 
 // send signals the command (through its pidfd where the system has one,
-// so never another process that reused its pid); a stop signal is followed
-// by SIGCONT, as systemd does, so that a stopped command sees it.
-func (s *supervisor) send(sig syscall.Signal) {
+// so never another process that reused its pid); a stop signal (one that
+// asks it to stop, or to finish and exit) is followed by SIGCONT, as
+// systemd does, so that a stopped command sees it.
+func (s *supervisor) send(sig syscall.Signal, stop bool) {
 	if err := s.proc.Signal(sig); err != nil {
 		s.log.Warn("termsig: cannot signal the command", "signal", termsig.SignalName(sig), "err", err)
 		return
 	}
-	if terminating(sig) || sig == s.o.signal {
-		s.stopSent = true
+	if stop {
+		s.stopSent, s.lastStop = true, sig
 		_ = s.proc.Signal(syscall.SIGCONT)
 	}
 }
 
-// notice handles a notice from a platform source: imminent ones stop the
-// command; a later one with an earlier deadline brings SIGKILL forward.
+// notice handles a notice from a platform source: a held termination
+// asks the command to finish (see holdOn); other imminent notices stop it
+// (see stopNow).
 func (s *supervisor) notice(nt termsig.Notice) {
 	if !s.o.wants(nt) || !nt.Kind.Imminent() {
 		s.log.Info("termsig: notice", "notice", nt, "acted", false)
 		letGo(s.release, nt, s.log)
 		return
 	}
+	known := s.isHeld(nt)
+	if nt.Held {
+		s.keepHeld(nt)
+	}
+	switch {
+	case s.killAt.IsZero() && nt.Held && !nt.Deadline.IsZero():
+		s.holdOn(nt)
+		return
+	case s.holding() && known && !nt.Held:
+		s.log.Warn("termsig: the hold is over before the command exited: stopping it", "notice", nt)
+	case s.holding() && nt.Held:
+		s.log.Warn("termsig: a held notice without a deadline: stopping the command", "notice", nt)
+	case s.holding():
+		s.log.Warn("termsig: a hard notice during the hold: stopping the command", "notice", nt)
+	}
+	s.stopNow(nt)
+}
+
+// holding reports whether a hold is waiting for the command: it is not
+// being stopped.
+func (s *supervisor) holding() bool { return !s.holdFrom.IsZero() && s.killAt.IsZero() }
+
+// holdOn handles a held notice while nothing stops the command: the first
+// one sends it --finish-signal; each one moves the end of the wait (see
+// holdEnds). Should that end have come already, the command is stopped.
+func (s *supervisor) holdOn(nt termsig.Notice) {
+	first := s.holdFrom.IsZero()
+	if first {
+		s.holdFrom = nt.Observed
+		if s.holdFrom.IsZero() {
+			s.holdFrom = time.Now()
+		}
+	}
+	until, capped := s.holdEnds()
+	if !until.After(time.Now()) {
+		s.log.Warn("termsig: the hold's end (its deadline minus --margin, or --max-hold) has come: stopping the command", "notice", nt, "until", until)
+		s.stopNow(nt)
+		return
+	}
+	if capped && !s.holdCapped {
+		s.log.Warn("termsig: the hold may last longer than --max-hold: the wait for the command ends --max-hold after the first held notice", "notice", nt, "max_hold", s.o.maxHold, "until", until)
+	}
+	moved := !until.Equal(s.holdUntil)
+	s.holdUntil, s.holdCapped = until, capped
+	s.holdEnd.Reset(time.Until(until))
+	s.extendTimeout()
+	switch {
+	case !first && moved:
+		s.log.Info("termsig: the hold moved: the command has longer to finish", "notice", nt, "until", until)
+	case !first:
+		s.log.Info("termsig: another held notice; the hold's end stays", "notice", nt, "until", until)
+	case s.stopSent:
+		s.sayStopping()
+		s.log.Warn("termsig: held termination; the command was already asked to stop: waiting for it to exit", "notice", nt, "until", until)
+	default:
+		s.sayStopping()
+		s.log.Warn("termsig: held termination: asking the command to finish", "notice", nt, "signal", termsig.SignalName(s.o.finish), "until", until)
+		s.send(s.o.finish, true)
+		s.finishSent = true
+	}
+}
+
+// holdEnds is when the wait for the command under the holds ends: the
+// earliest of their deadlines (each the latest of its event) minus
+// --margin, but at most --max-hold after the first held notice; capped
+// says that the cap applies.
+func (s *supervisor) holdEnds() (until time.Time, capped bool) {
+	limit := s.holdFrom.Add(s.o.maxHold)
+	for _, nt := range s.held {
+		if end := nt.Deadline.Add(-s.o.margin); !nt.Deadline.IsZero() && (until.IsZero() || end.Before(until)) {
+			until = end
+		}
+	}
+	if until.IsZero() || until.After(limit) {
+		return limit, true
+	}
+	return until, false
+}
+
+// holdOver ends the wait at the hold's end, with the command still
+// running: it is stopped as for a hard notice with the hold's deadline
+// (which has passed but for --margin, or is --max-hold away).
+func (s *supervisor) holdOver() {
+	if !s.holding() {
+		return
+	}
+	nt := s.held[0]
+	for _, h := range s.held[1:] {
+		if h.Deadline.Before(nt.Deadline) {
+			nt = h
+		}
+	}
+	why := "its deadline minus --margin"
+	if s.holdCapped {
+		why = "--max-hold"
+	}
+	s.log.Warn("termsig: the hold's end ("+why+"), and the command still runs: stopping it", "notice", nt, "until", s.holdUntil)
+	s.stopNow(nt)
+}
+
+// isHeld reports whether a held notice of nt's event came before.
+func (s *supervisor) isHeld(nt termsig.Notice) bool {
+	return slices.ContainsFunc(s.held, func(h termsig.Notice) bool { return sameEvent(h, nt) })
+}
+
+// keepHeld records nt as the latest held notice of its event.
+func (s *supervisor) keepHeld(nt termsig.Notice) {
+	if i := slices.IndexFunc(s.held, func(h termsig.Notice) bool { return sameEvent(h, nt) }); i >= 0 {
+		s.held[i] = nt
+		return
+	}
+	s.held = append(s.held, nt)
+}
+
+func sameEvent(a, b termsig.Notice) bool { return a.Source == b.Source && a.Event == b.Event }
+
+// releaseHolds ends the holds termsig acted on, once the command has
+// exited: the platform need not wait out the rest of them.
+func (s *supervisor) releaseHolds() {
+	for _, nt := range s.held {
+		releaseNow(s.release, nt, s.log)
+	}
+}
+
+// stopNow stops the command for imminent notice nt: --signal, and SIGKILL
+// at its kill time; a later notice with an earlier kill time brings the
+// SIGKILL forward. A command that was asked to stop already is not
+// signalled again, unless what it got was --finish-signal and --signal
+// differs: that is the harder request.
+func (s *supervisor) stopNow(nt termsig.Notice) {
 	at := s.killTime(nt)
 	first := s.killAt.IsZero()
 	if !first && !at.Before(s.killAt) {
@@ -155,14 +314,23 @@ func (s *supervisor) notice(nt termsig.Notice) {
 		s.extendTimeout()
 		return
 	}
-	notify("STOPPING=1", s.log)
-	if s.stopSent {
+	s.holdEnd.Stop()
+	s.sayStopping()
+	if s.stopSent && !(s.finishSent && s.lastStop != s.o.signal) {
 		s.log.Warn("termsig: imminent notice; the command was already asked to stop", "notice", nt, "kill_at", at)
 	} else {
 		s.log.Warn("termsig: imminent notice: stopping the command", "notice", nt, "signal", termsig.SignalName(s.o.signal), "kill_at", at)
-		s.send(s.o.signal)
+		s.send(s.o.signal, true)
 	}
 	s.extendTimeout()
+}
+
+// sayStopping tells systemd, once, that the command is being stopped.
+func (s *supervisor) sayStopping() {
+	if !s.stopping {
+		s.stopping = true
+		notify("STOPPING=1", s.log)
+	}
 }
 
 // killTime is when the command is SIGKILLed after nt (options.drainEnd).
@@ -186,10 +354,14 @@ func (s *supervisor) killTime(nt termsig.Notice) time.Time {
 }
 
 // extendTimeout tells systemd, under which termsig may run, to wait for the
-// drain until a little after the kill time, and to be told again; past
-// the kill time it stops, so that systemd's own timeout applies.
+// drain until a little after the kill time (or the hold's end), and to be
+// told again; past it it stops, so that systemd's own timeout applies.
 func (s *supervisor) extendTimeout() {
-	left := time.Until(s.killAt)
+	end := s.killAt
+	if end.IsZero() {
+		end = s.holdUntil // a hold waits for the command
+	}
+	left := time.Until(end)
 	if left < 0 {
 		return
 	}
@@ -197,12 +369,12 @@ func (s *supervisor) extendTimeout() {
 	s.extend.Reset(extendEvery)
 }
 
-// killLeftovers SIGKILLs, once the command has exited after a notice,
-// what it left in its process group: the host is going away, and the
-// command's exit says its drain is over. Without a notice they are left
-// alone.
+// killLeftovers SIGKILLs, once the command has exited after a notice (a
+// held one too), what it left in its process group: the host is going
+// away, and the command's exit says its drain is over. Without a notice
+// they are left alone.
 func (s *supervisor) killLeftovers() {
-	if s.killAt.IsZero() {
+	if s.killAt.IsZero() && s.holdFrom.IsZero() {
 		return
 	}
 	if killGroup(s.proc.Pid) == nil {

@@ -31,6 +31,8 @@ type options struct {
 	exec        string
 	hookTimeout time.Duration
 	signal      syscall.Signal
+	finish      syscall.Signal // supervise: what a held notice sends the command
+	maxHold     time.Duration  // supervise: the longest wait under a hold
 	margin      time.Duration
 	grace       time.Duration
 	maxDrain    time.Duration
@@ -85,7 +87,7 @@ func watchMain(mode string, args []string, stdout, stderr io.Writer) int {
 var usageLines = map[string]string{
 	modePrint:     "usage: termsig print [--format json|text] [--follow] [--kinds K,...] [--sources S,...] [flags]",
 	modeHook:      "usage: termsig hook [--follow] [--hook-timeout D] [--kinds K,...] [--sources S,...] [flags] 'SHELL COMMAND'",
-	modeSupervise: "usage: termsig supervise [--signal SIG] [--margin D] [--grace D] [--kinds K,...] [--sources S,...] [flags] -- CMD ARGS...",
+	modeSupervise: "usage: termsig supervise [--signal SIG] [--finish-signal SIG] [--max-hold D] [--margin D] [--grace D] [--kinds K,...] [--sources S,...] [flags] -- CMD ARGS...",
 }
 
 // usageError is an error in the command line, as opposed to the host.
@@ -97,7 +99,7 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 	fs := flag.NewFlagSet("termsig "+mode, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &options{mode: mode}
-	var kinds, sig string
+	var kinds, sig, finish string
 	switch mode {
 	case modePrint:
 		fs.StringVar(&o.format, "format", "json", "json (one Notice per line) or text")
@@ -107,6 +109,8 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 		fs.DurationVar(&o.hookTimeout, "hook-timeout", 0, "longest a hook may run (0: until the notice's deadline minus --margin, or --grace without one)")
 	case modeSupervise:
 		fs.StringVar(&sig, "signal", "SIGTERM", "the signal an imminent platform notice sends to the command")
+		fs.StringVar(&finish, "finish-signal", "SIGTERM", "the signal a held termination (an Auto Scaling hook) sends to the command: finish, then exit (gitlab-runner: SIGQUIT); termsig releases the hold once the command has exited")
+		fs.DurationVar(&o.maxHold, "max-hold", time.Hour, "the longest a held termination waits for the command, from its first notice; then, or at the hold's deadline minus --margin, --signal and SIGKILL as for any imminent notice")
 	}
 	if mode != modePrint {
 		fs.DurationVar(&o.margin, "margin", 5*time.Second, "time kept before a notice's deadline: SIGKILL and the end of hooks come this much earlier")
@@ -154,11 +158,11 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 		}
 		o.cmd = rest
 	}
-	return o, o.check(kinds, sig)
+	return o, o.check(kinds, sig, finish)
 }
 
 // check validates the parsed flags and fills the derived fields.
-func (o *options) check(kinds, sig string) error {
+func (o *options) check(kinds, sig, finish string) error {
 	switch {
 	case o.mode == modePrint && o.format != "json" && o.format != "text":
 		return fmt.Errorf("--format must be json or text, not %q", o.format)
@@ -166,12 +170,19 @@ func (o *options) check(kinds, sig string) error {
 		return fmt.Errorf("--log-format must be json or text, not %q", o.logFormat)
 	case o.mode != modePrint && (o.margin < 0 || o.grace <= 0 || o.maxDrain <= 0) || o.hookTimeout < 0 || o.imdsEvery < 0:
 		return errors.New("--margin, --hook-timeout and --imds-interval must not be negative, --grace and --max-drain must be positive")
+	case o.mode == modeSupervise && o.maxHold <= 0:
+		return errors.New("--max-hold must be positive")
 	case o.imdsEvery > 0 && o.imdsEvery < imds.FloorInterval:
 		return fmt.Errorf("--imds-interval must be at least %v (IMDS throttles each instance), or 0 for the default", imds.FloorInterval)
 	}
 	if sig != "" {
 		if o.signal = parseSignal(sig); o.signal == 0 {
 			return fmt.Errorf("--signal: unknown signal %q", sig)
+		}
+	}
+	if finish != "" {
+		if o.finish = parseSignal(finish); o.finish == 0 {
+			return fmt.Errorf("--finish-signal: unknown signal %q", finish)
 		}
 	}
 	if kinds == "" {
@@ -310,19 +321,38 @@ func newNotifier(srcs []termsig.Source, log *slog.Logger) *termsig.Notifier {
 	return n
 }
 
+// Bounds on a Release. A notice that is not held is released locally or
+// on loopback (logind closes a lock, Azure's metadata service takes an
+// acknowledgement). Ending a hold is a call to the platform's API (Auto
+// Scaling's CompleteLifecycleAction), retried when throttled, and a hold
+// that is not ended keeps the instance until the hold lapses: it gets
+// longer.
+const (
+	releaseTimeout     = time.Second
+	heldReleaseTimeout = 10 * time.Second
+)
+
 // releaseNow tells nt's source that termsig is done with it
 // (termsig.Notifier.Release): logind's delay lock then lets the shutdown
-// go on at once instead of holding it until its delay runs out, and
-// Azure starts the event now. release may be nil (unit tests): nothing
-// to tell.
+// go on at once instead of holding it until its delay runs out, Azure
+// starts the event now, and an Auto Scaling hold ends, so that the
+// instance goes now. release may be nil (unit tests): nothing to tell.
 func releaseNow(release func(context.Context, termsig.Notice) error, nt termsig.Notice, log *slog.Logger) {
 	if release == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	timeout := releaseTimeout
+	if nt.Held {
+		timeout = heldReleaseTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := release(ctx, nt); err != nil {
 		log.Warn("termsig: release", "notice", nt, "err", err)
+		return
+	}
+	if nt.Held {
+		log.Info("termsig: released the hold: the platform goes ahead now", "notice", nt)
 		return
 	}
 	log.Debug("termsig: released the notice", "notice", nt)

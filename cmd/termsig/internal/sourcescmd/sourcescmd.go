@@ -52,7 +52,7 @@ DBUS_SYSTEM_BUS_ADDRESS.
 flags:
   --timeout D          bound on the first looks (default 5s)
   --json               one JSON object per source, for scripts
-  --sources S,...      only these sources: signal, imds, gcemeta, azure, acpi, logind
+  --sources S,...      only these sources: signal, imds, asg, gcemeta, azure, acpi, logind
   --root DIR           read the host's files (DMI, sockets) below DIR, such as
                        the host's root mounted in a container; DIR must be
                        a directory

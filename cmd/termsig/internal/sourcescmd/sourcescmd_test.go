@@ -102,7 +102,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--sources", "imds,nosuch"}, `--sources: sources: unknown source "nosuch" (known: signal, imds, gcemeta, azure, acpi, logind)`},
+		{[]string{"--sources", "imds,nosuch"}, `--sources: sources: unknown source "nosuch" (known: ` + strings.Join(sources.Names(), ", ") + `)`},
 		{[]string{"--sources", "imds,"}, `--sources: sources: unknown source ""`},
 		{[]string{"--timeout", "0"}, "--timeout must be positive, not 0s"},
 		{[]string{"--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
@@ -131,7 +131,7 @@ func TestTheSourcesListIsReadAsTheWatchingCommandsReadIt(t *testing.T) {
 		assert.Equal(t, "termsig sources: --sources: "+want.Error()+"\n"+usageLine, r.stderr, "%q", list)
 	}
 	r := run(t, "--root", root, "--sources", "")
-	assert.Contains(t, r.stderr, `termsig sources: --sources: sources: unknown source "" (known: signal, imds, gcemeta, azure, acpi, logind)`)
+	assert.Contains(t, r.stderr, `termsig sources: --sources: sources: unknown source "" (known: `+strings.Join(sources.Names(), ", ")+`)`)
 	r = run(t, "--root", root, "--sources", "imds,imds")
 	assert.Contains(t, r.stderr, `termsig sources: --sources: sources: "imds" named twice`)
 
@@ -169,13 +169,14 @@ func TestNoPlatformSourceExitsOneAndSaysWhyNot(t *testing.T) {
 	got := r.lines()
 	assert.Regexp(t, `^signal   applies  first look: ready in \d+\.\d ms$`, got["signal"])
 	assert.Equal(t, `imds     no       not an EC2 instance (DMI sys_vendor "QEMU", board_vendor ""), and neither Config.Endpoint nor AWS_EC2_METADATA_SERVICE_ENDPOINT is set`, got["imds"])
+	assert.Regexp(t, `^asg      no       `, got["asg"], "asg needs IMDS, as imds does")
 	assert.Equal(t, `gcemeta  no       not on GCE (DMI product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Host nor GCE_METADATA_HOST is set`, got["gcemeta"])
 	assert.Equal(t, `azure    no       not an Azure VM (DMI chassis_asset_tag ""), and neither Config.Endpoint nor AZURE_METADATA_ENDPOINT is set`, got["azure"])
 	if runtime.GOOS == "linux" {
 		assert.Equal(t, "acpi     no       no power-button transport: no acpid socket at "+root+"/var/run/acpid.socket, no input device at "+root+"/dev/input/event*", got["acpi"])
 		assert.Equal(t, "logind   no       no system bus (no socket at "+root+"/run/dbus/system_bus_socket, "+root+"/var/run/dbus/system_bus_socket)", got["logind"])
 	}
-	assert.Len(t, got, 6, r.stdout)
+	assert.Len(t, got, len(sources.Names()), r.stdout)
 }
 
 func TestOnlyTheNamedSourcesAreChecked(t *testing.T) {
@@ -219,7 +220,7 @@ func TestJSONHasOneObjectPerSource(t *testing.T) {
 	r := run(t, "--root", host(t), "--json")
 	assert.Equal(t, 1, r.code)
 	got := r.objects(t)
-	assert.Len(t, got, 6)
+	assert.Len(t, got, len(sources.Names()))
 	assert.Equal(t, map[string]any{"source": "signal", "local": true, "applies": true, "first_look": "ready", "took_ms": got["signal"]["took_ms"]}, got["signal"])
 	assert.Equal(t, map[string]any{
 		"source": "gcemeta", "local": false, "applies": false,
