@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/termsig/termsig"
@@ -24,13 +25,14 @@ type advice struct{ source, event string }
 func (r *runner) idle() bool { return r.job == nil && r.pending == nil }
 
 // mayClaim is the rule for taking a new job: only when idle, not while a
-// reload waits for the current job, not while advice is in force, and not
+// reload waits for the current job, not under a hold (the host is going
+// away once the job is done), not while advice is in force, and not
 // before every source has had its first look at the host (a metadata
 // service answered once, a signal handler or netlink subscription in
 // place), so that a host already under notice does not take a job only to
 // drain it.
 func (r *runner) mayClaim() bool {
-	return r.idle() && !r.reload && len(r.paused) == 0 && (r.settled || r.ready == nil)
+	return r.idle() && !r.reload && r.holding == nil && len(r.paused) == 0 && (r.settled || r.ready == nil)
 }
 
 // settle records that the runner stops waiting for its sources' first
@@ -50,7 +52,7 @@ func (r *runner) settle(ready bool) {
 // either.
 func (r *runner) pollOnce() {
 	r.deliverPending()
-	if r.mayClaim() && !r.checkNotices() {
+	if !r.checkNotices() && r.mayClaim() {
 		r.claim()
 	}
 }
@@ -70,7 +72,7 @@ func (r *runner) claim() {
 	if err != nil || job == nil {
 		return
 	}
-	if r.checkNotices() {
+	if r.checkNotices() || r.holding != nil {
 		r.tl.Printf("job %s claimed as an imminent notice came: handing it back unstarted", job.ID)
 		r.setPending(&pendingReport{Job: *job, Result: Result{ExitCode: -1, Reason: "runner leaving before the job started", Status: "not started"}, Requeue: true})
 		return
@@ -196,11 +198,20 @@ func (r *runner) checkNotices() bool {
 	return true
 }
 
-// notice handles one notice: an imminent one is kept in r.urgent, for the
-// loop to drain; the others are advice.
+// notice handles one notice: a held termination with a deadline starts or
+// moves a hold (see holdFor); any other imminent one, a hard notice or
+// one saying that a hold is over, is kept in r.urgent, for the loop to
+// drain at once; the others are advice.
 func (r *runner) notice(nt termsig.Notice) {
 	if nt.Kind.Imminent() {
-		if r.urgent == nil {
+		switch {
+		case r.urgent != nil:
+		case nt.Held && !nt.Deadline.IsZero():
+			r.holdFor(nt)
+		default:
+			if r.holding != nil && slices.ContainsFunc(r.holding.notices, func(h termsig.Notice) bool { return sameEvent(h, nt) }) {
+				r.tl.Printf("the hold is over (the latest notice of its event is not held): draining now")
+			}
 			r.urgent = &nt
 		}
 		return

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,11 +21,19 @@ import (
 // the exit status. A later notice with an earlier deadline (on GCE the
 // power button comes first, with none, and the metadata server's 30 s a
 // moment later) brings the SIGKILL forward.
+//
+// Under a hold (a hard notice came, or the hold is over) the timeline
+// counts from the first held notice, and the held notices are released
+// with this one.
 func (r *runner) drain(nt termsig.Notice) int {
-	r.tl.mark(nt.Observed)
+	if r.holding == nil {
+		r.tl.mark(nt.Observed)
+	}
 	r.tl.Printf("notice: %v", nt)
-	r.drained = append(r.drained, nt)
-	r.notify("STOPPING=1")
+	r.keepDrained(nt)
+	if r.holding == nil {
+		r.notify("STOPPING=1") // a hold said it already
+	}
 	d := &deadline{at: r.deadlineOf(nt)}
 	switch {
 	case nt.Deadline.IsZero():
@@ -37,11 +46,24 @@ func (r *runner) drain(nt termsig.Notice) int {
 	stopExtending := r.extendTimeout(d)
 	defer stopExtending()
 
-	r.tl.Printf("stopped claiming jobs")
+	if r.holding == nil {
+		r.tl.Printf("stopped claiming jobs")
+	}
 	if r.job != nil {
 		r.stopJob(nt, d)
 	}
 	return r.leave(nt, d)
+}
+
+// keepDrained adds nt to the notices to release once the runner has left,
+// in place of an earlier notice of the same event: a held one is sent
+// again each time its hold moves, and released once, with the latest.
+func (r *runner) keepDrained(nt termsig.Notice) {
+	if i := slices.IndexFunc(r.drained, func(d termsig.Notice) bool { return sameEvent(d, nt) }); i >= 0 {
+		r.drained[i] = nt
+		return
+	}
+	r.drained = append(r.drained, nt)
 }
 
 // deadlineOf returns the notice's deadline, but at most -stop-timeout
@@ -54,6 +76,12 @@ func (r *runner) deadlineOf(nt termsig.Notice) time.Time {
 	if seen.IsZero() {
 		seen = time.Now()
 	}
+	return r.deadlineFrom(nt, seen)
+}
+
+// deadlineFrom is deadlineOf for a notice taken at seen rather than when
+// it came: the end of a hold drains from then.
+func (r *runner) deadlineFrom(nt termsig.Notice, seen time.Time) time.Time {
 	latest := seen.Add(r.cfg.stopTimeout)
 	if nt.Deadline.IsZero() || nt.Deadline.After(latest) {
 		return latest
@@ -143,7 +171,7 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 			_ = p.group.signal(syscall.SIGKILL)
 		case more := <-r.notices:
 			if more.Kind.Imminent() {
-				r.drained = append(r.drained, more) // released with the first
+				r.keepDrained(more) // released with the first
 			}
 			switch {
 			case more.Kind == termsig.Interrupt:

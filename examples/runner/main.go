@@ -4,8 +4,11 @@
 // with a CI service, runs jobs, and when the machine or the process is
 // about to go away (a spot interruption, a preemption, SIGTERM from
 // systemd, Ctrl-C) it stops claiming, stops its job, re-queues it,
-// unregisters and exits cleanly before the deadline. SIGHUP makes it finish
-// its job and re-execute itself in place, keeping its registration.
+// unregisters and exits cleanly before the deadline. A held termination
+// (an Auto Scaling scale-in kept waiting by a lifecycle hook) lets the job
+// finish first, and releases the hold once the runner has unregistered.
+// SIGHUP makes it finish its job and re-execute itself in place, keeping
+// its registration.
 //
 //	go run ./examples/runner -demo
 //
@@ -108,6 +111,7 @@ func parseFlags(args []string) (config, flags, error) {
 	fs.DurationVar(&cfg.grace, "grace", 30*time.Second, "longest wait for a job to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&cfg.margin, "margin", 10*time.Second, "time kept before the deadline for re-queueing and unregistering")
 	fs.DurationVar(&cfg.stopTimeout, "stop-timeout", 80*time.Second, "deadline of a notice that has none (SIGTERM, SIGINT), and the furthest deadline taken from a notice; keep it below systemd's TimeoutStopSec")
+	fs.DurationVar(&cfg.maxHold, "max-hold", time.Hour, "the longest a held termination (an Auto Scaling lifecycle hook) lets the running job finish, from its first notice; it never goes past the hold's deadline minus -margin and -grace")
 	fs.DurationVar(&cfg.registerTimeout, "register-timeout", time.Minute, "give up (exit 1) if registering fails for this long")
 	fs.StringVar(&cfg.onAdvice, "on-advice", "drain", `what rebalance and maintenance notices do: "drain" (stop claiming, finish the job, stay registered) or "ignore"`)
 	fs.DurationVar(&fl.imdsInterval, "imds-interval", 0, "IMDS polling interval for urgent paths (0: the imds default, 1s)")
@@ -174,8 +178,8 @@ func (c config) validate() error {
 	switch {
 	case c.name == "":
 		return fmt.Errorf("-name is empty")
-	case c.poll <= 0 || c.grace <= 0 || c.margin < 0 || c.stopTimeout <= 0 || c.registerTimeout <= 0:
-		return fmt.Errorf("-poll, -grace, -stop-timeout and -register-timeout must be positive, -margin not negative")
+	case c.poll <= 0 || c.grace <= 0 || c.margin < 0 || c.stopTimeout <= 0 || c.registerTimeout <= 0 || c.maxHold <= 0:
+		return fmt.Errorf("-poll, -grace, -stop-timeout, -register-timeout and -max-hold must be positive, -margin not negative")
 	case c.margin >= c.stopTimeout:
 		return fmt.Errorf("-margin (%v) must be shorter than -stop-timeout (%v)", c.margin, c.stopTimeout)
 	case c.onAdvice != "drain" && c.onAdvice != "ignore":

@@ -25,6 +25,21 @@ type fakeService struct {
 	requeued []string
 	reported []string
 	removed  []string
+	order    []string // "report J", "requeue J", "remove R", and what record adds, in order
+}
+
+// record adds what happened to s.order.
+func (s *fakeService) record(what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.order = append(s.order, what)
+}
+
+// calls returns s.order.
+func (s *fakeService) calls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.order...)
 }
 
 func (s *fakeService) Register(context.Context, string, []string) (Registration, error) {
@@ -38,6 +53,7 @@ func (s *fakeService) Remove(_ context.Context, reg Registration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removed = append(s.removed, reg.ID)
+	s.order = append(s.order, "remove "+reg.ID)
 	return nil
 }
 
@@ -57,6 +73,7 @@ func (s *fakeService) Report(_ context.Context, _ Registration, job *Job, _ Resu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reported = append(s.reported, job.ID)
+	s.order = append(s.order, "report "+job.ID)
 	return nil
 }
 
@@ -64,6 +81,7 @@ func (s *fakeService) Requeue(_ context.Context, _ Registration, job *Job, _ Res
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requeued = append(s.requeued, job.ID)
+	s.order = append(s.order, "requeue "+job.ID)
 	return nil
 }
 

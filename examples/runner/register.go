@@ -15,8 +15,9 @@ import (
 // register makes r.reg a live registration: after a re-exec it resumes the
 // one in the state file; otherwise it settles what an earlier run on this
 // host left there (see settleEarlier) and registers anew. It retries until
-// -register-timeout (exit 1); an imminent notice meanwhile ends the runner
-// cleanly, after removing the registration it holds, if any.
+// -register-timeout (exit 1); an imminent notice meanwhile, held or not,
+// ends the runner cleanly, after removing the registration it holds, if
+// any.
 func (r *runner) register() (code int, ok bool) {
 	give := time.Now().Add(r.cfg.registerTimeout)
 	wait := 100 * time.Millisecond
@@ -24,6 +25,9 @@ func (r *runner) register() (code int, ok bool) {
 		err := r.tryRegister()
 		if r.urgent != nil {
 			return r.leaveBeforeRegistering(*r.urgent), false
+		}
+		if r.holding != nil {
+			return r.leaveBeforeRegistering(r.holding.binding()), false
 		}
 		if err == nil {
 			return 0, true
@@ -110,15 +114,23 @@ func (r *runner) settleEarlier() error {
 // runner is registered: there is nothing to clean up, unless the runner
 // holds a registration already (the one it was resuming, one left by an
 // earlier run, or one made as the notice came), which it removes as a
-// drain does, after delivering the result it may hold.
+// drain does, after delivering the result it may hold. A hold is
+// released: with no job to wait for, the host may go now.
 func (r *runner) leaveBeforeRegistering(nt termsig.Notice) int {
-	if r.reg.ID == "" {
+	switch {
+	case r.reg.ID != "" && r.holding != nil:
+		return r.endHold()
+	case r.reg.ID != "":
+		return r.drain(nt)
+	case r.holding != nil:
+		r.tl.Printf("held before registering: nothing to clean up")
+		r.releaseAll(&deadline{at: r.deadlineFrom(nt, time.Now())})
+	default:
 		r.tl.mark(nt.Observed)
 		r.tl.Printf("notice before registering: %v", nt)
-		r.tl.Printf("nothing to clean up; exit %d", exitClean)
-		return exitClean
 	}
-	return r.drain(nt)
+	r.tl.Printf("nothing to clean up; exit %d", exitClean)
+	return exitClean
 }
 
 // reRegister handles a registration that the CI service no longer knows

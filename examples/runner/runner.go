@@ -30,6 +30,7 @@ type config struct {
 	grace           time.Duration // longest wait for a job after SIGTERM
 	margin          time.Duration // kept before the deadline for re-queueing and unregistering
 	stopTimeout     time.Duration // the deadline of a notice that has none, and the furthest one
+	maxHold         time.Duration // the longest a held termination lets the job finish
 	registerTimeout time.Duration
 	onAdvice        string   // "drain" or "ignore"
 	resumeID        string   // the registration to keep, after a re-exec
@@ -71,6 +72,7 @@ type runner struct {
 	reload  bool                      // SIGHUP: finish the job, then re-exec
 	lost    bool                      // the CI service no longer knows the registration
 	urgent  *termsig.Notice           // an imminent notice taken while busy: drain at once
+	holding *hold                     // a held termination: let the job finish, then leave
 	drained []termsig.Notice          // the imminent notices the drain is for, to release
 	errs    map[string]string         // the last error of each kind of request, for warn
 }
@@ -93,8 +95,9 @@ func (r *runner) run() int {
 }
 
 // loop waits for whatever comes first: the sources' first look, a notice,
-// the poll timer, the heartbeat timer, the job's end. It returns the exit
-// status after a drain, or re-executes the runner for a reload.
+// the poll timer, the heartbeat timer, the job's end, the end of a hold.
+// It returns the exit status after a drain, or re-executes the runner for
+// a reload.
 func (r *runner) loop() int {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -102,6 +105,8 @@ func (r *runner) loop() int {
 	defer settle.Stop()
 	beat := time.NewTimer(time.Hour)
 	defer beat.Stop()
+	holdEnd := time.NewTimer(time.Hour)
+	defer holdEnd.Stop()
 	lastBeat := time.Now()
 	for {
 		if code, done := r.between(); done {
@@ -131,6 +136,11 @@ func (r *runner) loop() int {
 			beat.Reset(time.Until(lastBeat.Add(every)))
 			beatC = beat.C
 		}
+		var holdC <-chan time.Time
+		if h := r.holding; h != nil {
+			holdEnd.Reset(time.Until(h.end))
+			holdC = holdEnd.C
+		}
 		select {
 		case <-readyC:
 			// What the sources saw in their first look is on C by now:
@@ -153,12 +163,15 @@ func (r *runner) loop() int {
 		case res := <-doneC:
 			r.finished(res)
 			poll.Reset(0)
+		case <-holdC:
+			r.holding.over = true
 		}
 	}
 }
 
 // between does what comes before each wait: drain after an imminent
-// notice, register again if the registration is gone, re-execute for a
+// notice, register again if the registration is gone, leave once a hold
+// has no job left to wait for or its end has come, re-execute for a
 // reload once idle. It reports whether the runner is done, and its exit
 // status.
 func (r *runner) between() (code int, done bool) {
@@ -169,6 +182,9 @@ func (r *runner) between() (code int, done bool) {
 		if code, ok := r.reRegister(); !ok {
 			return code, true
 		}
+	}
+	if h := r.holding; h != nil && (h.over || r.job == nil) {
+		return r.endHold(), true
 	}
 	// A reload waits for the job and for its result to be reported: the
 	// new image knows nothing of either.
