@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -48,7 +47,7 @@ func aemmBinary(t *testing.T) string {
 			return
 		}
 		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "install",
+		cmd := exec.Command("go", "install",
 			"github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@"+aemmVersion)
 		// The go command's caches are under the real HOME, which the
 		// tests replaced.
