@@ -29,12 +29,17 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "https://github.com/acme/app", o.configURL)
 	assert.Equal(t, "ghp_secret", mustToken(t, o))
 	assert.False(t, o.rerunAll)
+	assert.Equal(t, time.Hour, o.maxHold, "-max-hold's default")
 
 	o, err = parseFlags([]string{"-org", "acme", "-url", "https://ghe.example.com/api/v3", "-runner-dir", "/opt/r", "-rerun", "all"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "https://ghe.example.com/api/v3/", o.apiURL.String())
 	assert.Equal(t, "https://ghe.example.com/acme", o.configURL)
 	assert.True(t, o.rerunAll)
+
+	o, err = parseFlags([]string{"-repo", "acme/app", "-runner-dir", "/opt/r", "-max-hold", "0"}, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, o.maxHold, "-max-hold 0: a held termination hands the job back at once")
 }
 
 func TestParseFlagsRejects(t *testing.T) {
@@ -50,6 +55,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-repo", "a/b", "-runner-dir", "/r", "-rerun", "some"},
 		{"-repo", "a/b", "-runner-dir", "/r", "-margin", "2m"},
 		{"-repo", "a/b", "-runner-dir", "/r", "-poll", "0s"},
+		{"-repo", "a/b", "-runner-dir", "/r", "-max-hold", "-1s"},
 		{"-repo", "a/b", "-runner-dir", "/r", "-url", "ftp://x/"},
 		{"-repo", "a/b", "-runner-dir", "/r", "-url", "https://user:pw@x/api/v3/"},
 		{"-repo", "a/b", "-runner-dir", "/r", "-url", "https://proxy.example.com/github/"}, // no web URL to derive

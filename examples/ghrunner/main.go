@@ -6,7 +6,9 @@
 // preemption, SIGTERM from systemd) it cancels the workflow run of the job
 // the runner is running, stops the runner, re-runs the workflow so that
 // the job is picked up elsewhere, removes the runner's registration and
-// exits 0, all before the notice's deadline.
+// exits 0, all before the notice's deadline. A termination that the
+// platform holds for it (an Auto Scaling termination hook) lets the job
+// finish first, then removes the registration and releases the hold.
 //
 //	GITHUB_TOKEN=... ghrunner -repo owner/name -runner-dir /opt/actions-runner
 //
@@ -62,6 +64,7 @@ type options struct {
 	sources     string
 	margin      time.Duration
 	stopTimeout time.Duration
+	maxHold     time.Duration // how long a held termination waits for the job
 	rerunAll    bool
 	maxAttempts int64         // a run is not re-run once it has had this many attempts
 	poll        time.Duration // how often the API is asked whether a run has completed
@@ -96,6 +99,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	n := termsig.Config{Logger: log}.New(srcs...)
 	defer n.Stop()
+	return supervise(o, log, n, stdout)
+}
+
+// supervise runs the runner of o, with the notices of n.
+func supervise(o *options, log *slog.Logger, n *termsig.Notifier, stdout io.Writer) int {
 	return supervisor.Run(supervisor.Config{
 		Dir: &runner.Dir{Path: o.runnerDir, User: o.runAs, Output: stdout},
 		Runner: runner.Options{
@@ -113,6 +121,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		SetupTimeout: o.setupTime,
 		RerunAll:     o.rerunAll,
 		MaxAttempts:  o.maxAttempts,
+		MaxHold:      o.maxHold,
 	}, n)
 }
 
@@ -137,6 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+strings.Join(sources.Names(), ", "))
 	fs.DurationVar(&o.margin, "margin", 5*time.Second, "time kept before a notice's deadline: the cleanup ends this much earlier")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 80*time.Second, "the deadline of a notice that has none (SIGTERM, SIGINT), and the furthest one taken from a notice; keep it below systemd's TimeoutStopSec")
+	fs.DurationVar(&o.maxHold, "max-hold", time.Hour, "how long a held termination (an Auto Scaling termination hook) lets the running job finish, from its first notice, before it is handed back as for a hard notice; 0: at once")
 	fs.StringVar(&rerun, "rerun", "failed", `what a re-run of the interrupted workflow run re-runs: "failed" (its failed and cancelled jobs) or "all"`)
 	fs.Int64Var(&o.maxAttempts, "max-attempts", 5, "do not re-run a run that has had this many attempts (a job that kills its machine is not re-run for ever)")
 	fs.DurationVar(&o.poll, "poll", time.Second, "how often the API is asked whether the cancelled run has completed")
@@ -177,8 +187,8 @@ func (o *options) check(repo, apiURL, rerun string) error {
 		return errors.New("-runner-dir is required")
 	case o.name == "" || strings.ContainsAny(o.name, " \t\n,"):
 		return fmt.Errorf("-name %q: a runner name must be non-empty, without spaces or commas", o.name)
-	case o.margin < 0 || o.stopTimeout <= 0 || o.poll <= 0 || o.callTimeout <= 0 || o.setupTime <= 0 || o.maxAttempts <= 0:
-		return errors.New("-margin must not be negative; -stop-timeout, -poll, -api-timeout, -setup-timeout and -max-attempts must be positive")
+	case o.margin < 0 || o.maxHold < 0 || o.stopTimeout <= 0 || o.poll <= 0 || o.callTimeout <= 0 || o.setupTime <= 0 || o.maxAttempts <= 0:
+		return errors.New("-margin and -max-hold must not be negative; -stop-timeout, -poll, -api-timeout, -setup-timeout and -max-attempts must be positive")
 	case o.margin >= o.stopTimeout:
 		return fmt.Errorf("-margin (%v) must be shorter than -stop-timeout (%v)", o.margin, o.stopTimeout)
 	case rerun != "failed" && rerun != "all":

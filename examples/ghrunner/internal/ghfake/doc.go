@@ -66,13 +66,13 @@
 // repository (an organisation's runner takes jobs of any of its
 // repositories, a repository's runner only of its own); an ephemeral
 // runner takes one job only. A job ends when its [JobSpec.Duration] has
-// passed, when its run is cancelled or force-cancelled, or when its
-// listener is stopped (SIGINT or SIGTERM): the listener then says
-// "Canceled", while GitHub records a failure with [ShutdownMessage]
-// unless the run was being cancelled. A listener that dies without a
-// word (SIGKILL) leaves its runner offline but busy and its job in
-// progress, as on GitHub, until [Server.LoseRunner] does what GitHub does
-// some ten minutes later.
+// passed (or [Server.FinishJob] says its steps are done), when its run is
+// cancelled or force-cancelled, or when its listener is stopped (SIGINT
+// or SIGTERM): the listener then says "Canceled", while GitHub records a
+// failure with [ShutdownMessage] unless the run was being cancelled. A
+// listener that dies without a word (SIGKILL) leaves its runner offline
+// but busy and its job in progress, as on GitHub, until
+// [Server.LoseRunner] does what GitHub does some ten minutes later.
 //
 // # The fake runner
 //

@@ -23,6 +23,7 @@ import (
 const (
 	eventJob     = "job"     // a job for the runner: Job
 	eventCancel  = "cancel"  // the run of job JobID was cancelled
+	eventFinish  = "finish"  // job JobID has done its steps (see Server.FinishJob)
 	eventDeleted = "deleted" // the registration was removed
 )
 

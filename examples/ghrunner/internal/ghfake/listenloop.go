@@ -78,6 +78,10 @@ func (l *listener) handle(ev event) (code int, exit bool) {
 		if l.job != nil && ev.JobID == l.job.ID {
 			return l.finish(resultCancelled)
 		}
+	case eventFinish:
+		if l.job != nil && ev.JobID == l.job.ID {
+			return l.finish(l.job.result())
+		}
 	case eventDeleted:
 		fmt.Fprintln(l.out, registrationDeleted)
 		return exitTerminated, true

@@ -201,6 +201,28 @@ func TestListenerCancelledJob(t *testing.T) {
 	assert.True(t, r.Online, "it listens again")
 }
 
+// FinishJob ends a job that runs until told, as its steps being done
+// would: the listener says it succeeded (or failed), and GitHub agrees.
+func TestListenerFinishJob(t *testing.T) {
+	s := start(t, Config{})
+	dir, id := configureRunner(t, s, "acme/app", "spot-1")
+	l := startListener(t, dir)
+	run := s.AddRun("acme/app", RunSpec{Jobs: []JobSpec{{Name: "build"}}})
+	assert.False(t, s.FinishJob(run+1), "no such run")
+	await(t, s, "the job on the runner", jobOn(s, run, id))
+	l.out.await(t, "Z: Running job: build")
+
+	require.True(t, s.FinishJob(run))
+	l.out.await(t, "Z: Job build completed with result: Succeeded")
+	await(t, s, "the run", runDone(s, run))
+	got, _ := s.Run(run)
+	assert.Equal(t, ConclusionSuccess, got.Conclusion)
+	assert.False(t, got.CancelRequested)
+	r, _ := s.Runner(id)
+	assert.True(t, r.Online && !r.Busy, "it listens again")
+	assert.False(t, s.FinishJob(run), "nothing left in progress")
+}
+
 func TestListenerStoppedMidJob(t *testing.T) {
 	s := start(t, Config{})
 	dir, id := configureRunner(t, s, "acme/app", "spot-1")

@@ -206,6 +206,26 @@ func (s *Server) LoseRunner(id int64) {
 	s.notifyLocked()
 }
 
+// FinishJob makes the job of run id that a runner's listener is running
+// end now as it would once its Duration had passed: succeeded, or failed
+// if its spec says Fail. It reports whether such a job was in progress;
+// the listener ends it, and says so, a moment later.
+func (s *Server) FinishJob(run int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn := s.runLocked(run)
+	if rn == nil {
+		return false
+	}
+	for _, j := range rn.latest() {
+		if r := s.runners[j.runnerID]; j.status == StatusInProgress && r != nil && r.sess != nil {
+			r.sess.push(event{Type: eventFinish, JobID: j.id})
+			return true
+		}
+	}
+	return false
+}
+
 // Runner returns a snapshot of registration id; false if there is none
 // (never was, or deleted).
 func (s *Server) Runner(id int64) (Runner, bool) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +22,12 @@ import (
 // of its own, so that a later notice can still bring its end forward.
 type drain struct {
 	s     *supervisor
-	nt    termsig.Notice
+	nt    termsig.Notice  // the notice whose deadline the cleanup goes by
 	child *runner.Process // nil when the notice came before run.sh started
 	busy  bool            // run.sh said it runs a job
+	// afterJob says that the drain began because run.sh's job ended
+	// within a hold: the job is done, and not looked for.
+	afterJob bool
 	// started is how many jobs run.sh had said it took when the drain
 	// began: the job looked up when it started is known for that count.
 	started   int
@@ -33,6 +37,9 @@ type drain struct {
 	// accepted the cancel.
 	cancelled map[*ghapi.Job]bool
 	done      chan int
+	// release holds the notices released when the drain is done: its
+	// notice, and those of a hold it ended.
+	release []termsig.Notice
 
 	mu    sync.Mutex
 	later []termsig.Notice // the imminent notices that came during the drain
@@ -91,8 +98,18 @@ var (
 	}
 )
 
+// startDrain starts the cleanup after nt, a hard notice or one that
+// cannot wait; a hold under way ends, and its notices are released with
+// nt's.
 func (s *supervisor) startDrain(nt termsig.Notice) {
-	d := &drain{s: s, nt: nt, child: s.child, done: make(chan int, 1), moved: make(chan struct{}), cancelled: map[*ghapi.Job]bool{}}
+	s.beginDrain(nt, append([]termsig.Notice{nt}, s.stopHold()...), false)
+}
+
+// beginDrain starts the cleanup whose end nt gives, releasing release
+// when it is done; afterJob says that run.sh's job ended within a hold.
+func (s *supervisor) beginDrain(nt termsig.Notice, release []termsig.Notice, afterJob bool) {
+	d := &drain{s: s, nt: nt, child: s.child, done: make(chan int, 1), moved: make(chan struct{}), cancelled: map[*ghapi.Job]bool{},
+		release: release, afterJob: afterJob}
 	if d.child != nil {
 		d.busy, _, _ = d.child.State()
 		d.started = d.child.JobsStarted()
@@ -312,6 +329,11 @@ func (d *drain) findJob() *ghapi.Job {
 	if s.reg == nil || d.child == nil {
 		return nil
 	}
+	if d.afterJob && !d.busy {
+		// GitHub may show the job that just ended as running a moment
+		// longer: a search would cancel its run.
+		return nil
+	}
 	if j := s.known.get(d.child, d.started); j != nil && d.busy {
 		s.log.Info("ghrunner: the runner's job, looked up when it started", "job", j)
 		return j
@@ -504,7 +526,7 @@ func (d *drain) summary() int {
 			failed = append(failed, s.name+": "+s.err.Error())
 		}
 	}
-	d.release()
+	d.releaseAll()
 	if len(failed) == 0 {
 		d.s.log.Info("ghrunner: cleanup done", "t", d.since(), "steps", len(d.steps))
 		return ExitOK
@@ -513,21 +535,34 @@ func (d *drain) summary() int {
 	return ExitDeadline
 }
 
-// release tells the sources of the notice and of the later ones that
-// ghrunner is done (logind's delay lock lets the shutdown go on at once;
-// Azure's event starts).
-func (d *drain) release() {
+// releaseTimeout bounds the releases after the cleanup, all together:
+// Release may retry over the network (Azure's acknowledgement, Auto
+// Scaling's CompleteLifecycleAction) for as long as it is let.
+const releaseTimeout = 5 * time.Second
+
+// releaseAll tells the sources of the drain's notices, of those of the
+// hold it ended, and of the later ones that ghrunner is done: logind's
+// delay lock lets the shutdown go on at once, Azure's event starts, an
+// Auto Scaling termination hook lets the instance go now rather than at
+// the hold's end. They are released side by side, within releaseTimeout.
+func (d *drain) releaseAll() {
 	if d.s.release == nil {
 		return
 	}
 	d.mu.Lock()
-	nts := append([]termsig.Notice{d.nt}, d.later...)
+	nts := append(slices.Clone(d.release), d.later...)
 	d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, nt := range nts {
-		if err := d.s.release(ctx, nt); err != nil {
-			d.s.log.Warn("ghrunner: release", "notice", nt, "err", err)
-		}
+		wg.Go(func() {
+			if err := d.s.release(ctx, nt); err != nil {
+				d.s.log.Warn("ghrunner: release", "notice", nt, "err", err)
+			} else if nt.Held {
+				d.s.log.Info("ghrunner: released the hold", "notice", nt)
+			}
+		})
 	}
+	wg.Wait()
 }

@@ -48,14 +48,22 @@ type Config struct {
 	RerunAll bool
 	// MaxAttempts: a run that has had this many attempts is not re-run.
 	MaxAttempts int64
+	// MaxHold is how long a held termination (an Auto Scaling
+	// termination hook's) lets run.sh's job finish, from its first
+	// notice, before the job is handed back as after a hard notice; zero
+	// hands it back at once. The hold's own end comes first when it is
+	// nearer (see hold.at).
+	MaxHold time.Duration
 }
 
 // Run registers the runner, supervises run.sh and cleans up after an
 // imminent notice from n: it cancels the interrupted job's run, stops
 // run.sh, re-runs the run and removes the registration, before the
-// notice's deadline. A Reload notice restarts run.sh once its job has
-// ended. Run returns when run.sh has ended or the cleanup is done, with
-// the process's exit status; it releases the notices it acted on.
+// notice's deadline. After a held notice ([termsig.Notice.Held]) it lets
+// the job run.sh runs finish first, within the hold and MaxHold. A Reload
+// notice restarts run.sh once its job has ended. Run returns when run.sh
+// has ended or the cleanup is done, with the process's exit status; it
+// releases the notices it acted on.
 func Run(cfg Config, n *termsig.Notifier) int {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -78,6 +86,8 @@ type supervisor struct {
 	reloading  bool        // a Reload waits for the current job to end
 	restarting bool        // run.sh was interrupted to be started again
 	reloadKill *time.Timer // SIGKILL for a run.sh that does not stop for a restart
+	hold       *hold       // a held termination waiting for run.sh's job
+	holdTimer  *time.Timer // fires at the hold's cleanup time
 	drain      *drain      // the cleanup, once an imminent notice came
 
 	known     knownJob        // the job run.sh runs, looked up when it started
@@ -102,6 +112,8 @@ func (s *supervisor) run() int {
 	}
 	s.reloadKill = stoppedTimer()
 	defer s.reloadKill.Stop()
+	s.holdTimer = stoppedTimer()
+	defer s.holdTimer.Stop()
 	lookups, stopLookups := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -119,10 +131,21 @@ func (s *supervisor) run() int {
 		case <-s.child.Changed():
 			s.maybeRestart()
 			s.lookUpJob(lookups, &wg)
+			if busy, _, _ := s.child.State(); s.hold != nil && !busy {
+				s.endHold(true)
+				return s.awaitDrain()
+			}
 		case <-s.child.Done():
+			if s.hold != nil {
+				s.endHold(true)
+				return s.awaitDrain()
+			}
 			if code, end := s.childExited(); end {
 				return code
 			}
+		case <-s.holdTimer.C:
+			s.endHold(false)
+			return s.awaitDrain()
 		case <-s.reloadKill.C:
 			s.log.Warn("ghrunner: run.sh did not stop for the restart: SIGKILL to its process group", "pgid", s.child.Pid())
 			s.child.Kill()
@@ -233,15 +256,26 @@ func (s *supervisor) prepare(ctx context.Context) error {
 	return nil
 }
 
-// notice acts on a notice while run.sh runs.
+// notice acts on a notice while run.sh runs. A held notice (see held)
+// lets run.sh's job finish first; any other imminent notice is hard, and
+// cleans up at once, also during a hold (a spot interruption, SIGTERM, or
+// the hold's own end: a later notice of a held event that is not held).
 func (s *supervisor) notice(nt termsig.Notice) {
 	switch {
-	case nt.Kind.Imminent() && s.drain == nil:
-		s.log.Warn("ghrunner: imminent notice: cleaning up", "notice", nt)
+	case nt.Kind.Imminent() && s.drain != nil:
+		s.drain.tighten(nt)
+	case nt.Kind.Imminent() && nt.Held && !nt.Deadline.IsZero():
+		s.held(nt)
+	case nt.Kind.Imminent() && s.hold != nil && s.hold.has(nt):
+		s.log.Warn("ghrunner: the hold is over: cleaning up by its deadline", "notice", nt)
+		s.startDrain(nt)
+	case nt.Kind.Imminent() && s.hold != nil:
+		s.log.Warn("ghrunner: a hard notice during the hold: cleaning up at once", "notice", nt)
 		s.startDrain(nt)
 	case nt.Kind.Imminent():
-		s.drain.tighten(nt)
-	case nt.Kind == termsig.Reload && s.drain == nil:
+		s.log.Warn("ghrunner: imminent notice: cleaning up", "notice", nt)
+		s.startDrain(nt)
+	case nt.Kind == termsig.Reload && s.drain == nil && s.hold == nil:
 		s.requestReload(nt)
 	default:
 		s.log.Info("ghrunner: notice; nothing to do", "notice", nt)
@@ -331,11 +365,7 @@ func (s *supervisor) ended(status int) int {
 func (s *supervisor) unregisterHeeding() error {
 	end := time.Now().Add(s.cfg.StopTimeout)
 	var seen []termsig.Notice
-	defer func() {
-		for _, nt := range seen {
-			(&drain{s: s, nt: nt}).release()
-		}
-	}()
+	defer func() { (&drain{s: s, release: seen}).releaseAll() }()
 	for {
 		// Each try's context keeps its deadline: a notice that brings the
 		// end forward ends the try, and the next one has the new end.
