@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,10 @@ type controller struct {
 	onRebalance, onMaintenance action
 	// fallback is how long a drain lasts for a notice without a deadline.
 	fallback time.Duration
+	// maxHold bounds how long a held termination is used, from its first
+	// notice: the hold's end that the drain goes by is at most this far
+	// after it (see holdEnd).
+	maxHold time.Duration
 	// minDrain is the shortest drain: a notice whose deadline is less
 	// than margin away still gets every pod evicted once (with 1 s of
 	// grace) and refusals retried this long.
@@ -74,9 +79,13 @@ type controller struct {
 	// healthy says whether a source has heard from its origin and has no
 	// error now (see reconcile); nil means always.
 	healthy func(source string) bool
+	// release lets the platform go ahead once the drain for a held
+	// termination is over (Notifier.Release); nil releases nothing.
+	release func(context.Context, termsig.Notice) error
 
 	view    record               // the reasons of this run's notices
 	ends    map[string]time.Time // when each drain reason's drain ends
+	holds   map[string]*hold     // this run's held terminations, by reason key
 	warned  map[string]bool      // reasons reconcile has logged it keeps
 	drain   *running             // the drain under way, or the last one
 	pending []pending            // node changes not written yet, in order
@@ -87,6 +96,18 @@ type controller struct {
 	// text of the last one logged.
 	failures int
 	lastErr  string
+	// releasing counts the releases under way; run waits for them.
+	releasing sync.WaitGroup
+}
+
+// A hold is a held termination (termsig.Notice.Held, such as an Auto
+// Scaling termination hook's): the platform keeps the machine until it is
+// released, and its source extends the hold meanwhile, each time with a
+// later notice.
+type hold struct {
+	first    time.Time      // when its first notice was seen: maxHold counts from it
+	last     termsig.Notice // its latest notice, the one released
+	released bool           // released, or being released
 }
 
 // A change edits kubedrain's record of the node (see kube.update).
@@ -101,10 +122,85 @@ type pending struct {
 }
 
 // running is one drain: the evictions for the drain reasons of the view.
+// Its end and deadline move later, without a new drain, when the holds it
+// drains for are extended (see extend).
 type running struct {
-	end, deadline time.Time
-	cancel        context.CancelFunc
-	done          chan struct{}
+	end      time.Time   // when it ends; run's goroutine only
+	timer    *time.Timer // cancels it at end
+	released bool        // its holds were released; run's goroutine only
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+
+	mu       sync.Mutex
+	deadline time.Time // caps the grace periods
+	// holds are the keys of the held terminations it drains for: once
+	// it is over and their pods are gone, they are released.
+	holds []string
+	// ending is set when its evictions are over: holds can no longer be
+	// added, since it may no longer wait for their pods.
+	ending bool
+}
+
+// errDrainEnd ends a drain's context at its end.
+var errDrainEnd = fmt.Errorf("the drain's end has come: %w", context.DeadlineExceeded)
+
+// deadlineNow returns what caps the grace periods now.
+func (d *running) deadlineNow() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.deadline
+}
+
+// holdFor adds keys to the holds d drains for, and reports whether it
+// could: not once d's evictions are over.
+func (d *running) holdFor(keys []string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ending {
+		for _, k := range keys {
+			if !slices.Contains(d.holds, k) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, k := range keys {
+		if !slices.Contains(d.holds, k) {
+			d.holds = append(d.holds, k)
+		}
+	}
+	return true
+}
+
+// heldKeys returns the keys of the holds d drains for.
+func (d *running) heldKeys() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.holds)
+}
+
+// evicted marks d's evictions as over, and reports whether it drains for
+// holds: it then waits for its pods to be gone.
+func (d *running) evicted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ending = true
+	return len(d.holds) > 0
+}
+
+// extend moves the drain's end and deadline to later ones; earlier ones
+// leave them as they are. An end that has come already stays: the drain
+// is over.
+func (d *running) extend(end, deadline time.Time) {
+	if end.After(d.end) && d.timer.Stop() {
+		d.end = end
+		d.timer.Reset(time.Until(end))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if deadline.After(d.deadline) {
+		d.deadline = deadline
+	}
 }
 
 func (d *running) finished() bool {
@@ -142,13 +238,25 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		c.log.Info("kubedrain: ignoring the notice", "notice", nt)
 		return
 	}
+	deadline := nt.Deadline
+	if nt.Kind.Imminent() {
+		if nt.Held && c.extend(nt) {
+			return
+		}
+		deadline = c.noteHold(nt)
+	}
 	r := reasonOf(nt, act == drain)
+	r.Deadline = deadline
 	k := key(r.Source, r.Event)
 	fresh := c.view.add(r)
 	if _, ok := c.ends[k]; fresh || !ok {
-		c.ends[k] = c.end(nt.Deadline, nt.Observed)
+		c.ends[k] = c.end(deadline, nt.Observed)
 	}
-	c.log.Info("kubedrain: "+act.String(), "notice", nt)
+	if nt.Held {
+		c.log.Info("kubedrain: "+act.String()+" within the hold", "notice", nt, "hold_end", deadline)
+	} else {
+		c.log.Info("kubedrain: "+act.String(), "notice", nt)
+	}
 	// The drain starts now, and waits for the cordon below at most
 	// cordonWait: pods evicted before it could be scheduled right back.
 	cordoned := make(chan struct{})
@@ -166,6 +274,82 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		c.kube.event(ctx, corev1.EventTypeWarning, "TerminationNotice", actionName(act), nt.String())
 	}
 	c.report(ctx, up, nt.String())
+}
+
+// noteHold keeps track of the held terminations, and returns the
+// deadline the drain for nt goes by: for a held notice, the hold's end
+// (see holdEnd), and a held notice for an event not held yet starts a
+// hold; else nt's Deadline, and a notice for a held event that is not
+// held says that the hold is over.
+func (c *controller) noteHold(nt termsig.Notice) time.Time {
+	k := key(nt.Source, nt.Event)
+	h, ok := c.holds[k]
+	switch {
+	case nt.Held:
+		if !ok || h.released {
+			h = &hold{first: nt.Observed}
+			if h.first.IsZero() {
+				h.first = c.now()
+			}
+			c.holds[k] = h
+		}
+		h.last = nt
+		return c.holdEnd(h, nt)
+	case ok:
+		delete(c.holds, k)
+		c.log.Warn("kubedrain: the hold is over: draining by its deadline", "notice", nt)
+	}
+	return nt.Deadline
+}
+
+// holdEnd is the end of hold h as nt says it stands: nt's Deadline, but
+// not after its HoldLimit, nor maxHold after the hold's first notice.
+func (c *controller) holdEnd(h *hold, nt termsig.Notice) time.Time {
+	end := h.first.Add(c.maxHold)
+	for _, t := range []time.Time{nt.Deadline, nt.HoldLimit} {
+		if !t.IsZero() && t.Before(end) {
+			end = t
+		}
+	}
+	return end
+}
+
+// extend handles a held notice for a hold this run already drains for:
+// the hold was extended. Its later end is news for the drain only: the
+// drain under way is not started again, but its end, and the deadline of
+// its later attempts' grace periods, move with the hold (the node's
+// cordon and record stay as they are). It reports false when nt is news
+// of another kind (a new hold, another kind, an earlier end), for handle
+// to act on as on any notice.
+func (c *controller) extend(nt termsig.Notice) bool {
+	k := key(nt.Source, nt.Event)
+	h, ok := c.holds[k]
+	i := slices.IndexFunc(c.view.Reasons, func(r reason) bool { return r.same(nt.Source, nt.Event) })
+	if !ok || i < 0 || !c.view.Reasons[i].Held || c.view.Reasons[i].Kind != nt.Kind {
+		return false
+	}
+	if h.released {
+		c.log.Debug("kubedrain: a notice for a hold already released", "notice", nt)
+		return true
+	}
+	end := c.holdEnd(h, nt)
+	r := &c.view.Reasons[i]
+	if end.Before(r.Deadline) {
+		return false
+	}
+	h.last = nt
+	d := c.drain
+	if !end.After(r.Deadline) || d == nil || d.finished() {
+		// Nothing moved, or the drain is over: its holds are being
+		// released.
+		return true
+	}
+	r.Deadline = end
+	c.ends[k] = c.end(end, nt.Observed)
+	dend, deadline, _ := c.target()
+	d.extend(dend, deadline)
+	c.log.Info("kubedrain: the hold was extended; the drain goes on", "notice", nt, "hold_end", end, "drain_end", d.end)
+	return true
 }
 
 // clear acts on a Cleared notice: the advice it names no longer holds.
@@ -237,11 +421,38 @@ func (c *controller) end(deadline, observed time.Time) time.Time {
 // kept, get another try. Cordon-only advice never starts one. A drain it
 // starts waits for cordoned to be closed, or cordonWait, before it
 // evicts; nil means no wait.
+//
+// A drain for a held termination (see noteHold) goes by the hold's end
+// as its deadline; once it is over and the pods it evicted are gone, the
+// hold is released (see drainOver), so that the machine goes then. An
+// extension of the hold moves the end of the drain under way, without
+// starting it again (see extend).
 func (c *controller) follow(ctx context.Context, fresh bool, cordoned <-chan struct{}) {
+	end, deadline, holds := c.target()
+	d := c.drain
+	switch {
+	case end.IsZero():
+		c.stopDrain()
+	case d == nil, !deadline.Equal(d.deadlineNow()), end.After(d.end), fresh && d.finished():
+		c.stopDrain()
+		c.startDrain(ctx, end, deadline, holds, cordoned)
+	case !d.holdFor(holds):
+		// A hold came as the drain under way finished its evictions:
+		// one drain more, to wait for its pods.
+		c.stopDrain()
+		c.startDrain(ctx, end, deadline, holds, cordoned)
+	}
+}
+
+// target returns what the drain should be, by the view: its end, the
+// deadline of its grace periods (zero: the pods' own), and the keys of
+// the held terminations among its reasons. The end is zero when no
+// reason to drain has its end ahead.
+func (c *controller) target() (end, deadline time.Time, holds []string) {
 	now := c.now()
-	var end, deadline time.Time
 	for _, r := range c.view.Reasons {
-		e := c.ends[key(r.Source, r.Event)]
+		k := key(r.Source, r.Event)
+		e := c.ends[k]
 		if !r.Drain || !e.After(now) {
 			continue
 		}
@@ -249,18 +460,14 @@ func (c *controller) follow(ctx context.Context, fresh bool, cordoned <-chan str
 		if !r.Deadline.IsZero() && (deadline.IsZero() || r.Deadline.Before(deadline)) {
 			deadline = r.Deadline
 		}
+		if h, ok := c.holds[k]; ok && r.Held && !h.released {
+			holds = append(holds, k)
+		}
 	}
 	if !deadline.IsZero() {
 		end = earlier(end, later(deadline.Add(-c.evictor.margin), now.Add(c.minDrain)))
 	}
-	d := c.drain
-	switch {
-	case end.IsZero():
-		c.stopDrain()
-	case d == nil, !deadline.Equal(d.deadline), end.After(d.end), fresh && d.finished():
-		c.stopDrain()
-		c.startDrain(ctx, end, deadline, cordoned)
-	}
+	return end, deadline, holds
 }
 
 func later(a, b time.Time) time.Time {
@@ -277,14 +484,18 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, cordoned <-chan struct{}) {
-	dctx, cancel := context.WithDeadline(ctx, end)
-	d := &running{end: end, deadline: deadline, cancel: cancel, done: make(chan struct{})}
+func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, holds []string, cordoned <-chan struct{}) {
+	// The end is a timer rather than the context's deadline, so that an
+	// extended hold can move it (a context's deadline never changes).
+	dctx, cancel := context.WithCancelCause(ctx)
+	d := &running{end: end, deadline: deadline, holds: holds, cancel: cancel, done: make(chan struct{})}
+	d.timer = time.AfterFunc(time.Until(end), func() { cancel(errDrainEnd) })
 	c.drain = d
 	log := c.log.With("drain", c.view.String())
 	go func() {
 		defer close(d.done)
-		defer cancel()
+		defer cancel(nil)
+		defer d.timer.Stop()
 		if cordoned != nil {
 			t := time.NewTimer(c.cordonWait)
 			select {
@@ -295,10 +506,12 @@ func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, co
 			}
 			t.Stop()
 		}
-		rep, err := c.evictor.drain(dctx, deadline, log)
+		rep, err := c.evictor.drain(dctx, d.deadlineNow, log)
+		held := d.evicted()
 		switch {
 		case errors.Is(err, context.Canceled):
 			log.Info("kubedrain: drain stopped", "evicted", rep.Evicted, "gone", rep.Gone)
+			return
 		case err != nil:
 			log.Error("kubedrain: drain failed", "err", err)
 			c.kube.event(ctx, corev1.EventTypeWarning, "DrainFailed", "Drain", err.Error())
@@ -312,17 +525,86 @@ func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, co
 			c.kube.event(ctx, typ, "Drained", "Drain", note)
 			log.Info("kubedrain: drain done", "evicted", rep.Evicted, "gone", rep.Gone, "refused", rep.Refused, "failed", rep.Failed, "skipped", rep.Skipped)
 		}
+		if !held || err != nil || c.kube.dryRun {
+			return
+		}
+		// The machine is held for the pods: it may go once they are gone,
+		// not before, or it would cut their grace periods short.
+		switch err := c.evictor.awaitGone(dctx, rep.terminating, log); {
+		case err == nil:
+			log.Info("kubedrain: the evicted pods are gone", "pods", len(rep.terminating))
+		case stopped(dctx):
+			log.Info("kubedrain: drain stopped while its pods terminated")
+		default:
+			log.Warn("kubedrain: pods still terminating at the drain's end", "err", err)
+		}
 	}()
 }
 
-// stopDrain cancels the drain under way, if any, and waits for it.
+// stopDrain cancels the drain under way, if any, and waits for it. A
+// drain that was over already has its holds released.
 func (c *controller) stopDrain() {
-	if c.drain == nil {
+	d := c.drain
+	if d == nil {
 		return
 	}
-	c.drain.cancel()
-	<-c.drain.done
+	over := d.finished()
+	d.cancel(nil)
+	<-d.done
+	if over {
+		c.drainOver(d)
+	}
 	c.drain = nil
+}
+
+// drainOverC returns a channel that is closed once the drain under way is
+// over and has holds to release; nil when there is none.
+func (c *controller) drainOverC() <-chan struct{} {
+	if d := c.drain; d != nil && !d.released && len(d.heldKeys()) > 0 {
+		return d.done
+	}
+	return nil
+}
+
+// releaseTimeout bounds one release (Auto Scaling's
+// CompleteLifecycleAction, retried by its source within it).
+const releaseTimeout = 5 * time.Second
+
+// drainOver releases the holds that d, now over, drained for: the
+// platform may let the machine go now rather than at the hold's end. A
+// release that fails leaves the hold to end by itself, at its deadline
+// (the source stops extending it when kubedrain stops). In a dry run
+// nothing is released.
+func (c *controller) drainOver(d *running) {
+	if d.released {
+		return
+	}
+	d.released = true
+	for _, k := range d.heldKeys() {
+		h, ok := c.holds[k]
+		if !ok || h.released {
+			continue
+		}
+		h.released = true
+		nt := h.last
+		if c.kube.dryRun {
+			c.log.Info("kubedrain: dry run: would release the hold", "notice", nt)
+			continue
+		}
+		if c.release == nil {
+			continue
+		}
+		c.releasing.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			defer cancel()
+			if err := c.release(ctx, nt); err != nil {
+				c.log.Warn("kubedrain: could not release the hold; it ends at its deadline", "notice", nt, "err", err)
+				return
+			}
+			c.log.Info("kubedrain: released the hold: the machine may go", "notice", nt)
+			c.kube.event(ctx, corev1.EventTypeNormal, "TerminationReleased", "Release", nt.String())
+		})
+	}
 }
 
 // write queues p after the changes not written yet and tries, once, to

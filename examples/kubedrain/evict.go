@@ -34,7 +34,10 @@ type evictor struct {
 	// node's pods, is tried again after an error; it doubles up to
 	// maxBackoff (see retry).
 	backoff, maxBackoff time.Duration
-	now                 func() time.Time
+	// goneEvery is how often the node's pods are listed while a drain
+	// for a held termination waits for the evicted ones to be gone.
+	goneEvery time.Duration
+	now       func() time.Time
 }
 
 // A skip says why a pod is left on the node; empty means evict it.
@@ -115,18 +118,23 @@ const (
 // A drainReport counts what a drain did.
 type drainReport struct {
 	Evicted, Gone, Refused, Failed, Skipped int
+	// terminating are the pods evicted, or found terminating, by UID
+	// (with their namespace/name): those that are still to go.
+	terminating map[types.UID]string
 }
 
 // drain evicts every pod on the node except those skipOf leaves, all at
 // once, and returns when each eviction was accepted or ctx is done; ctx
-// ends with the drain (see controller.follow), deadline caps the grace
-// periods (zero: the pods' own). A pod whose eviction a
-// PodDisruptionBudget refuses (429) is tried again with backoff until
-// then, and then left (the machine is going away anyway); so is the list
-// of the node's pods (see pods). It returns ctx's error if ctx was
-// cancelled: the drain was stopped, not over.
-func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logger) (drainReport, error) {
-	var rep drainReport
+// ends with the drain (see controller.follow), deadline gives what caps
+// the grace periods at each attempt (zero: the pods' own; a held
+// termination's moves later as the hold is extended). A pod whose
+// eviction a PodDisruptionBudget refuses (429) is tried again with
+// backoff until then, and then left (the machine is going away anyway);
+// so is the list of the node's pods (see pods). It returns
+// context.Canceled if ctx was cancelled so: the drain was stopped, not
+// over.
+func (e *evictor) drain(ctx context.Context, deadline func() time.Time, log *slog.Logger) (drainReport, error) {
+	rep := drainReport{terminating: map[types.UID]string{}}
 	pods, err := e.pods(ctx, log)
 	if err != nil {
 		return rep, err
@@ -142,9 +150,10 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 			rep.Skipped++
 			continue
 		}
-		if g := pod.DeletionGracePeriodSeconds; pod.DeletionTimestamp != nil && g != nil && *g <= gracePeriod(pod, deadline, e.now(), e.margin) {
+		if g := pod.DeletionGracePeriodSeconds; pod.DeletionTimestamp != nil && g != nil && *g <= gracePeriod(pod, deadline(), e.now(), e.margin) {
 			log.Debug("kubedrain: leaving pod: already terminating", "pod", podName(pod), "grace", *g)
 			rep.Gone++
+			rep.terminating[pod.UID] = podName(pod)
 			continue
 		}
 		if localStorage(pod) {
@@ -157,6 +166,7 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 			switch out {
 			case evicted:
 				rep.Evicted++
+				rep.terminating[pod.UID] = podName(pod)
 			case gone:
 				rep.Gone++
 			case refused:
@@ -167,10 +177,16 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 		})
 	}
 	wg.Wait()
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return rep, ctx.Err() // stopped, not over
+	if stopped(ctx) {
+		return rep, context.Canceled // stopped, not over
 	}
 	return rep, nil
+}
+
+// stopped reports whether ctx was cancelled (the drain stopped, kubedrain
+// stopping) rather than ended at the drain's end.
+func stopped(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled)
 }
 
 // evict asks the API server to evict pod, trying again after a refusal
@@ -179,9 +195,9 @@ func (e *evictor) drain(ctx context.Context, deadline time.Time, log *slog.Logge
 // so that a pod a budget lets go late gets only the time that is left.
 // The eviction is for this pod only (a UID precondition): a StatefulSet's
 // new pod of the same name is not evicted by mistake.
-func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time, log *slog.Logger) outcome {
+func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline func() time.Time, log *slog.Logger) outcome {
 	if e.kube.dryRun {
-		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", gracePeriod(pod, deadline, e.now(), e.margin))
+		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", gracePeriod(pod, deadline(), e.now(), e.margin))
 		return evicted
 	}
 	var (
@@ -189,7 +205,7 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 		lastErr error
 	)
 	if e.retry(ctx, func() bool {
-		grace := gracePeriod(pod, deadline, e.now(), e.margin)
+		grace := gracePeriod(pod, deadline(), e.now(), e.margin)
 		err := e.kube.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 			DeleteOptions: &metav1.DeleteOptions{
@@ -261,14 +277,61 @@ func (e *evictor) pods(ctx context.Context, log *slog.Logger) ([]corev1.Pod, err
 		return pods, nil
 	case listed:
 		return nil, fmt.Errorf("list the pods of node %s: %w", e.kube.node, err)
-	case errors.Is(ctx.Err(), context.Canceled):
-		return nil, ctx.Err()
+	case stopped(ctx):
+		return nil, context.Canceled
 	}
 	if lastErr == nil {
-		lastErr = ctx.Err()
+		lastErr = context.Cause(ctx)
 	}
 	return nil, fmt.Errorf("could not list the pods of node %s before the drain's end (%d tries in %v), none was evicted: %w",
 		e.kube.node, tries, time.Since(start).Round(time.Millisecond), lastErr)
+}
+
+// awaitGone waits until none of pods (by UID) is on the node any more,
+// or has finished, listing the node's pods every goneEvery, and returns
+// nil; or until ctx is done, and returns its cause. A list that fails in
+// a way that may pass is tried again at the next look; one that will not
+// (see transient) ends the wait with its error.
+func (e *evictor) awaitGone(ctx context.Context, pods map[types.UID]string, log *slog.Logger) error {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", e.kube.node).String()}
+	var lastErr error
+	logged := false
+	for {
+		list, err := e.kube.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case err != nil && !transient(err):
+			return fmt.Errorf("list the pods of node %s: %w", e.kube.node, err)
+		case err != nil:
+			if lastErr == nil || lastErr.Error() != err.Error() {
+				log.Warn("kubedrain: listing the node's pods failed, trying again", "err", err)
+			}
+			lastErr = err
+		default:
+			var left []string
+			for i := range list.Items {
+				p := &list.Items[i]
+				if _, ok := pods[p.UID]; ok && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					left = append(left, podName(p))
+				}
+			}
+			if len(left) == 0 {
+				return nil
+			}
+			if !logged {
+				logged = true
+				log.Info("kubedrain: waiting for the evicted pods to be gone", "pods", left)
+			}
+		}
+		t := time.NewTimer(e.goneEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
 }
 
 // retry calls try until it reports done or ctx is done, and reports

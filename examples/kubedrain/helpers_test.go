@@ -213,7 +213,7 @@ func testLogger(t *testing.T) *slog.Logger {
 func newTestController(t *testing.T, f *fakeCluster, now time.Time) *controller {
 	t.Helper()
 	log := testLogger(t)
-	o := &options{node: testNode, margin: 10 * time.Second, fallback: time.Minute,
+	o := &options{node: testNode, margin: 10 * time.Second, fallback: time.Minute, maxHold: time.Hour,
 		onRebalance: cordon, onMaintenance: drain,
 		self: types.NamespacedName{Namespace: "kube-system", Name: "kubedrain-abcde"}}
 	c := newController(o, f, log)

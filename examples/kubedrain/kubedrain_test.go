@@ -476,6 +476,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "from-env", o.node)
 	assert.Equal(t, cordon, o.onRebalance)
 	assert.Equal(t, cordon, o.onMaintenance)
+	assert.Equal(t, time.Hour, o.maxHold, "--max-hold's default")
 	o, err = parseFlags([]string{"--node", "n", "--on-rebalance", "drain", "--on-maintenance", "ignore"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, drain, o.onRebalance)
@@ -484,6 +485,7 @@ func TestParseFlags(t *testing.T) {
 		{"--on-rebalance", "evict"},
 		{"--margin", "-1s"},
 		{"--fallback", "0s"},
+		{"--max-hold", "0s"},
 		{"--log-format", "xml"},
 		{"--log-level", "loud"},
 		{"extra"},

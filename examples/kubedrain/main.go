@@ -5,6 +5,8 @@
 // press) and, on an imminent one, cordons and taints the node and evicts
 // its pods with grace periods that end before the deadline, so that
 // their controllers start them elsewhere while the machine still lives.
+// A termination the platform holds for it (an Auto Scaling termination
+// hook) is drained within the hold, and released once the pods are gone.
 //
 //	kubedrain --node NAME [--kubeconfig FILE] [--on-rebalance cordon] [--dry-run]
 //
@@ -49,6 +51,7 @@ type options struct {
 	sources       string
 	margin        time.Duration
 	fallback      time.Duration
+	maxHold       time.Duration
 	onRebalance   action
 	onMaintenance action
 	dryRun        bool
@@ -73,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		strings.Join(slices.DeleteFunc(sources.Names(), func(n string) bool { return n == "signal" }), ", "))
 	fs.DurationVar(&o.margin, "margin", 10*time.Second, "time kept before a notice's deadline: grace periods end and evictions stop this much earlier")
 	fs.DurationVar(&o.fallback, "fallback", 2*time.Minute, "how long evictions are tried for a notice without a deadline")
+	fs.DurationVar(&o.maxHold, "max-hold", time.Hour, "the longest a held termination (an Auto Scaling termination hook) is used for the drain, from its first notice: grace periods and evictions end by then, and the hold is released")
 	fs.StringVar(&onRebalance, "on-rebalance", "cordon", "what a rebalance recommendation does: ignore, cordon or drain")
 	fs.StringVar(&onMaintenance, "on-maintenance", "cordon", "what scheduled maintenance does: ignore, cordon or drain")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log what would be done; change nothing")
@@ -105,8 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("no node: set --node or NODE_NAME")
 	case o.logFormat != "json" && o.logFormat != "text":
 		return nil, fmt.Errorf("--log-format must be json or text, not %q", o.logFormat)
-	case o.margin < 0 || o.fallback <= 0 || o.imdsEvery < 0 || o.imdsAdvice < 0:
-		return nil, errors.New("--margin and the intervals must not be negative, --fallback must be positive")
+	case o.margin < 0 || o.fallback <= 0 || o.maxHold <= 0 || o.imdsEvery < 0 || o.imdsAdvice < 0:
+		return nil, errors.New("--margin and the intervals must not be negative, --fallback and --max-hold must be positive")
 	}
 	return o, nil
 }
@@ -159,6 +163,7 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	c := newController(o, client, log)
 	c.healthy = healthyIn(n)
+	c.release = n.Release
 	names := make([]string, len(srcs))
 	for i, s := range srcs {
 		names[i] = s.Name()
@@ -178,10 +183,11 @@ func newController(o *options, client kubernetes.Interface, log *slog.Logger) *c
 	return &controller{
 		kube: k,
 		evictor: &evictor{kube: k, self: o.self, margin: o.margin,
-			backoff: 250 * time.Millisecond, maxBackoff: 5 * time.Second, now: time.Now},
+			backoff: 250 * time.Millisecond, maxBackoff: 5 * time.Second, goneEvery: time.Second, now: time.Now},
 		onRebalance:   o.onRebalance,
 		onMaintenance: o.onMaintenance,
 		fallback:      o.fallback,
+		maxHold:       o.maxHold,
 		minDrain:      15 * time.Second,
 		writeTimeout:  10 * time.Second,
 		cordonWait:    2 * time.Second,
@@ -190,6 +196,7 @@ func newController(o *options, client kubernetes.Interface, log *slog.Logger) *c
 		now:           time.Now,
 		warned:        map[string]bool{},
 		ends:          map[string]time.Time{},
+		holds:         map[string]*hold{},
 	}
 }
 

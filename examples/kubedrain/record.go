@@ -56,6 +56,10 @@ type reason struct {
 	Event    string       `json:"event,omitempty"`
 	Kind     termsig.Kind `json:"kind"`
 	Deadline time.Time    `json:"deadline,omitzero"`
+	// Held is true for a termination the platform holds until kubedrain
+	// releases it (termsig.Notice.Held); Deadline is then the end of the
+	// hold that the drain goes by (see controller.holdEnd).
+	Held bool `json:"held,omitempty"`
 	// Drain is true when the notice asked for evictions, not only a
 	// cordon.
 	Drain bool `json:"drain,omitempty"`
@@ -66,7 +70,7 @@ type reason struct {
 }
 
 func reasonOf(nt termsig.Notice, drain bool) reason {
-	return reason{Source: nt.Source, Event: nt.Event, Kind: nt.Kind, Deadline: nt.Deadline, Drain: drain}
+	return reason{Source: nt.Source, Event: nt.Event, Kind: nt.Kind, Deadline: nt.Deadline, Held: nt.Held, Drain: drain}
 }
 
 func (r reason) same(source, event string) bool { return r.Source == source && r.Event == event }
@@ -133,7 +137,7 @@ func (rec *record) add(r reason) bool {
 		return false
 	}
 	r.Drain = r.Drain || old.Drain
-	if old.Kind == r.Kind && old.Deadline.Equal(r.Deadline) && old.Drain == r.Drain {
+	if old.Kind == r.Kind && old.Deadline.Equal(r.Deadline) && old.Held == r.Held && old.Drain == r.Drain {
 		return false
 	}
 	rec.Reasons[i] = r

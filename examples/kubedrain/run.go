@@ -25,6 +25,7 @@ func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, rea
 		if c.timer != nil {
 			c.timer.Stop()
 		}
+		c.releasing.Wait()
 	}()
 	var recheck <-chan time.Time
 	for {
@@ -48,6 +49,8 @@ func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, rea
 				defer t.Stop()
 				recheck = t.C
 			}
+		case <-c.drainOverC():
+			c.drainOver(c.drain)
 		case <-recheck:
 			if !c.reconcile(ctx) {
 				recheck = nil
