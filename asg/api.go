@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,9 +32,12 @@ const maxBody = 1 << 20
 // A hook is a termination hook of the instance's group.
 type hook struct {
 	name      string
-	heartbeat time.Duration // HeartbeatTimeout
+	heartbeat time.Duration // HeartbeatTimeout; 0 when it is not one Auto Scaling allows
 	global    time.Duration // the longest wait: min(48 h, 100 × heartbeat, GlobalTimeout)
 }
+
+// known reports whether the source can tell when h's hold ends.
+func (h hook) known() bool { return h.heartbeat > 0 }
 
 // clients are the SDK clients of a Source: one for IMDS (the instance
 // id, and the region and credentials of the API) and one for the API.
@@ -168,34 +172,35 @@ func (c *clients) group(ctx context.Context, timeout time.Duration, id string) (
 	return "", "", nil
 }
 
-// hooks returns the termination hooks of group. A hook whose
-// HeartbeatTimeout is not one Auto Scaling allows is left out: the source
-// cannot tell when its hold ends.
-func (c *clients) hooks(ctx context.Context, timeout time.Duration, group string) ([]hook, []string, error) {
+// hooks returns the termination hooks of group, or those of them named
+// in names if any. A hook whose HeartbeatTimeout is not one Auto Scaling
+// allows (0, negative, above 7200 s) is returned with heartbeat 0: it may
+// hold the instance, but the source cannot tell when its hold ends.
+func (c *clients) hooks(ctx context.Context, timeout time.Duration, group string, names []string) ([]hook, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := c.api.DescribeLifecycleHooks(rctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
 	if err != nil {
-		return nil, nil, apiErr("DescribeLifecycleHooks", err)
+		return nil, apiErr("DescribeLifecycleHooks", err)
 	}
 	var hs []hook
-	var odd []string
 	for _, h := range out.LifecycleHooks {
-		if aws.ToString(h.LifecycleTransition) != transitionTerminating {
+		name := aws.ToString(h.LifecycleHookName)
+		if aws.ToString(h.LifecycleTransition) != transitionTerminating || name == "" || len(names) > 0 && !slices.Contains(names, name) {
 			continue
 		}
 		hb := time.Duration(aws.ToInt32(h.HeartbeatTimeout)) * time.Second
 		if hb <= 0 || hb > maxHeartbeatTimeout {
-			odd = append(odd, aws.ToString(h.LifecycleHookName))
+			hs = append(hs, hook{name: name})
 			continue
 		}
 		global := min(maxGlobalTimeout, globalFactor*hb)
 		if g := time.Duration(aws.ToInt32(h.GlobalTimeout)) * time.Second; g > 0 {
 			global = min(global, g)
 		}
-		hs = append(hs, hook{name: aws.ToString(h.LifecycleHookName), heartbeat: hb, global: global})
+		hs = append(hs, hook{name: name, heartbeat: hb, global: global})
 	}
-	return hs, odd, nil
+	return hs, nil
 }
 
 // started returns when the termination activity of instance id in group

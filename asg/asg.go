@@ -1,6 +1,7 @@
 package asg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
@@ -29,12 +31,15 @@ type Source struct {
 	cfg Config // as given to New
 
 	mu       sync.Mutex
-	cl       *clients // built on first need; kept for Release after Watch
-	id       string   // this instance's id, once known
-	group    string   // its group, once known
-	scaled   bool     // a scale-in was seen
-	released bool     // Release was called for it: no heartbeat from now on
-	holding  *hold    // the hold of the scale-in, once had
+	cl       *clients      // built on first need; kept for Release after Watch
+	building chan struct{} // closed when the clients being built are ready
+	watching int           // Watches running
+	id       string        // this instance's id, once known
+	group    string        // its group, once known
+	hooks    []hook        // its group's termination hooks, as last read
+	scaled   bool          // a scale-in was seen
+	released bool          // Release was called for it: no heartbeat from now on
+	holding  *hold         // the hold of the scale-in, once had
 }
 
 // A hold is what holds the instance: the hooks whose lifecycle actions
@@ -104,30 +109,39 @@ func localCredentials() bool {
 
 // Watch watches autoscaling/target-lifecycle-state through package imds's
 // polling (Config.IMDS) until ctx is done. When it turns Terminated (a
-// scale-in picked this instance) it sends one Terminate, Event "asg/lifecycle":
+// scale-in picked this instance) it sends one Terminate, Event
+// "asg/lifecycle":
 //
-//   - Held, when termination hooks of the instance's group hold it: the
-//     source records a heartbeat on each at once, and Deadline is when the
-//     first of them times out from that heartbeat (HeartbeatTimeout
-//     later). HoldLimit is when the wait began plus the shortest limit of
-//     the hooks (min(48 h, 100 × HeartbeatTimeout, GlobalTimeout)), or
-//     plus Config.MaxHold if that is shorter. The wait's start is the
-//     termination activity's StartTime (DescribeScalingActivities), or
-//     else when the state was seen, less Config.IMDS's AdvisoryInterval.
-//     Until Release it records a heartbeat on each hook every third of its
-//     HeartbeatTimeout, while that does not pass HoldLimit, and sends the
-//     notice again with each new Deadline.
+//   - Held, when termination hooks of the instance's group (those of
+//     Config.Hooks) hold it: the source records a heartbeat on each at
+//     once, and Deadline is when the first of them times out from that
+//     heartbeat (HeartbeatTimeout later). HoldLimit is when the wait
+//     began plus the shortest limit of the hooks (min(48 h, 100 ×
+//     HeartbeatTimeout, GlobalTimeout)), or plus Config.MaxHold if that
+//     is shorter (when it is shorter than a hook's timeout, no heartbeat
+//     is sent, and Deadline and HoldLimit are the hook's own end). The
+//     wait's start is the termination activity's StartTime
+//     (DescribeScalingActivities), or else when the state was seen, less
+//     Config.IMDS's AdvisoryInterval. Until Release it records a heartbeat
+//     on each hook every third of its HeartbeatTimeout, while that does
+//     not pass HoldLimit, and sends the notice again with each new
+//     Deadline.
 //   - not Held, without a Deadline, when no termination hook holds the
-//     instance, or when the API could not be asked (the Reason says which;
-//     Notifier.Status shows the error). In the second case it goes on
-//     asking, within the hold, and sends the notice again, Held, once the
-//     hold is had.
+//     instance, when only hooks whose HeartbeatTimeout is not one Auto
+//     Scaling allows do (Release completes them), or when the API could
+//     not be asked within Config.RequestTimeout (the Reason says which;
+//     Notifier.Status shows the error). In the last case it goes on
+//     asking within the hold, with the hooks of its first look if the
+//     API does not describe them, and sends the notice again, Held, once
+//     it has the hold.
 //
-// A hold that ends before Release (heartbeats that fail until the
-// Deadline, or the API saying no action waits: the instance went on) is
-// logged at level Warn and sent once more, not Held, with Deadline the
-// time it ended. Failures of the API (throttling, timeouts, AccessDenied,
-// which names the IAM action) are retried with backoff and reported with
+// Its heartbeats never wait for the consumer: while Notifier.C is full, a
+// later notice replaces the one not yet delivered. A hold that ends
+// before Release (heartbeats that fail until the Deadline, or the API
+// saying that no hook's action waits: the instance went on) is logged at
+// level Warn and sent once more, not Held, with Deadline the time it
+// ended. Failures of the API (throttling, timeouts, AccessDenied, which
+// names the IAM action) are retried with backoff and reported with
 // [termsig.Run.Report]; no Terminate comes from the API alone. Stop does
 // not complete the hooks: their DefaultResult applies at their timeout.
 //
@@ -140,34 +154,40 @@ func (s *Source) Watch(ctx context.Context, r *termsig.Run) error {
 	cfg := s.cfg.withDefaults()
 	inner := termsig.Config{Logger: slog.New(slog.DiscardHandler)}.New(imds.New(cfg.IMDS))
 	defer inner.Stop()
-	w := &watcher{s: s, cfg: cfg, r: r, inner: inner}
-	defer w.close()
-	w.run(ctx)
+	s.mu.Lock()
+	s.watching++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watching--
+		s.mu.Unlock()
+		s.idle()
+	}()
+	newWatcher(s, cfg, r, inner).run(ctx)
 	return ctx.Err()
 }
 
 // Release completes, with CONTINUE, the lifecycle action of this instance
-// on every termination hook that holds it, so that the instance goes at
-// once instead of at the hooks' timeout, and ends the heartbeats. It does
-// nothing for a notice of another Event, or when the source holds nothing
-// (no scale-in seen, no hook). It tries each completion again, with
-// backoff, until it is taken or ctx is done; a hook whose action is over
-// already counts as done. It may be called after Watch has returned: the
-// hooks are then completed all the same.
+// on every termination hook that holds it (those of Config.Hooks), so that
+// the instance goes at once instead of at the hooks' timeout, and ends the
+// heartbeats. It does nothing for a notice of another Event, or when the
+// source holds nothing (no scale-in seen, no hook). Calls that fail are
+// tried again, with backoff, until they succeed or ctx is done; a hook
+// whose action is over already counts as done, and AccessDenied is
+// returned at once. It may be called after Watch has returned: the hooks
+// are then completed all the same.
 func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
 	if n.Event != Event {
 		return nil
 	}
 	s.mu.Lock()
-	h, cl, scaled := s.holding, s.cl, s.scaled
-	if scaled {
-		s.released = true
-	}
+	h, scaled := s.holding, s.scaled
 	s.mu.Unlock()
 	if !scaled {
 		return nil
 	}
 	cfg := s.cfg.withDefaults()
+	defer s.idle()
 	if h == nil {
 		// The scale-in was seen but the hold was not had (the API
 		// failed): find the hooks now.
@@ -176,32 +196,48 @@ func (s *Source) Release(ctx context.Context, n termsig.Notice) error {
 			return err
 		}
 	}
-	if cl == nil {
-		var err error
-		if cl, err = s.clients(ctx, cfg); err != nil {
-			return err
-		}
+	s.mu.Lock()
+	s.released = true
+	s.mu.Unlock()
+	cl, err := s.clients(ctx, cfg)
+	if err != nil {
+		return err
 	}
-	var errs []error
-	for _, hk := range h.hooks {
-		b := backoff.Backoff{Base: cfg.retryBase(hk), Max: cfg.RequestTimeout, Jitter: true}
-		for {
-			err := cl.complete(ctx, cfg.RequestTimeout, h.group, h.id, hk)
-			if err == nil || noAction(err) {
-				break
+	errs := make([]error, len(h.hooks))
+	var wg sync.WaitGroup
+	for i, hk := range h.hooks {
+		wg.Go(func() {
+			b := cfg.retryOff(hk)
+			for {
+				err := cl.complete(ctx, cfg.RequestTimeout, h.group, h.id, hk)
+				if err == nil || noAction(err) {
+					return
+				}
+				if denied(err) || !backoff.Sleep(ctx, b.Next()) {
+					errs[i] = fmt.Errorf("hook %s: %w", hk.name, err)
+					return
+				}
 			}
-			if denied(err) || !backoff.Sleep(ctx, b.Next()) {
-				errs = append(errs, fmt.Errorf("hook %s: %w", hk.name, err))
-				break
-			}
-		}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
 // find looks up the group and its termination hooks, for a Release whose
-// hold was never had.
+// hold was never had, trying again with backoff until ctx is done; the
+// hooks last read stand in for an answer that does not come.
 func (s *Source) find(ctx context.Context, cfg Config) (*hold, error) {
+	b := backoff.Backoff{Base: cmp.Or(cfg.backoffBase, 100*time.Millisecond), Max: time.Second, Jitter: true}
+	for {
+		h, err := s.findOnce(ctx, cfg)
+		if err == nil || denied(err) || !backoff.Sleep(ctx, b.Next()) {
+			return h, err
+		}
+	}
+}
+
+func (s *Source) findOnce(ctx context.Context, cfg Config) (*hold, error) {
 	cl, err := s.clients(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -210,26 +246,68 @@ func (s *Source) find(ctx context.Context, cfg Config) (*hold, error) {
 	if err != nil || group == "" {
 		return nil, err
 	}
-	hooks, _, err := cl.hooks(ctx, cfg.RequestTimeout, group)
-	if err != nil || len(hooks) == 0 {
+	hooks, err := s.readHooks(ctx, cfg, cl, group)
+	if len(hooks) == 0 {
 		return nil, err
 	}
 	return &hold{group: group, id: id, hooks: hooks}, nil
 }
 
-// clients returns the Source's SDK clients, made on first need.
-func (s *Source) clients(ctx context.Context, cfg Config) (*clients, error) {
+// readHooks reads the termination hooks of group, and keeps them; when
+// the API does not answer it returns those last read, if any, with the
+// error.
+func (s *Source) readHooks(ctx context.Context, cfg Config, cl *clients, group string) ([]hook, error) {
+	hooks, err := cl.hooks(ctx, cfg.RequestTimeout, group, cfg.Hooks)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cl != nil {
-		return s.cl, nil
-	}
-	cl, err := newClients(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return s.hooks, err
 	}
-	s.cl = cl
-	return cl, nil
+	s.hooks = hooks
+	return hooks, nil
+}
+
+// clients returns the Source's SDK clients, made on first need. Making
+// them may ask IMDS for the region: other callers wait for that within
+// their own ctx, never holding the Source's lock.
+func (s *Source) clients(ctx context.Context, cfg Config) (*clients, error) {
+	for {
+		s.mu.Lock()
+		if s.cl != nil {
+			cl := s.cl
+			s.mu.Unlock()
+			return cl, nil
+		}
+		if b := s.building; b != nil {
+			s.mu.Unlock()
+			select {
+			case <-b:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("asg: the AWS configuration: %w", context.Cause(ctx))
+			}
+		}
+		b := make(chan struct{})
+		s.building = b
+		s.mu.Unlock()
+		cl, err := newClients(ctx, cfg)
+		s.mu.Lock()
+		s.cl, s.building = cl, nil
+		s.mu.Unlock()
+		close(b)
+		return cl, err
+	}
+}
+
+// idle closes the clients' idle connections when no Watch runs: a Release
+// after Stop leaves none open.
+func (s *Source) idle() {
+	s.mu.Lock()
+	cl, watching := s.cl, s.watching
+	s.mu.Unlock()
+	if cl != nil && watching == 0 {
+		cl.release()
+	}
 }
 
 // where returns this instance's id and group, asking IMDS and the API

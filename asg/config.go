@@ -69,6 +69,12 @@ type Config struct {
 	// hook's GlobalTimeout.
 	MaxHold time.Duration
 
+	// Hooks names the termination hooks the source keeps and completes.
+	// Empty means every termination hook of the group; name only yours
+	// when other parties (a Lambda, a drainer) own hooks of the group, so
+	// that the source neither heartbeats nor completes theirs.
+	Hooks []string
+
 	// InstanceID is this instance's id. Empty means IMDS's instance-id.
 	InstanceID string
 

@@ -88,10 +88,11 @@ type env struct {
 
 // opts shape an env.
 type opts struct {
-	hooks  []asgtest.Hook // nil: one hook of 1 s
-	noHook bool
-	cfg    func(*asg.Config)
-	before func(*env) // before the source starts
+	hooks    []asgtest.Hook // nil: one hook of 1 s
+	noHook   bool
+	cfg      func(*asg.Config)
+	before   func(*env)     // before the source starts
+	notifier termsig.Config // its Logger is the env's
 }
 
 // start sets up an env and watches its source.
@@ -99,7 +100,9 @@ func start(t *testing.T, o opts) *env {
 	t.Helper()
 	e := setUp(t, o)
 	e.src = asg.New(e.cfg)
-	e.n = termsig.Config{Logger: e.log.Logger()}.New(e.src)
+	nc := o.notifier
+	nc.Logger = e.log.Logger()
+	e.n = nc.New(e.src)
 	t.Cleanup(e.n.Stop)
 	select {
 	case <-e.n.Ready():
