@@ -15,9 +15,10 @@
 // waits for it (at most --max-hold), then lets the instance go.
 //
 // print, hook and supervise need Linux or macOS (process groups and
-// /bin/sh). See README.md for the flags, the exit statuses and recipes (a
-// systemd unit, a Kubernetes sidecar, a webhook, a try-out without a
-// cloud).
+// /bin/sh), and serve Prometheus metrics and health probes with
+// --metrics-bind-address and --health-probe-bind-address. See README.md
+// for the flags, the metrics, the exit statuses and recipes (a systemd
+// unit, a Kubernetes sidecar, a webhook, a try-out without a cloud).
 package main
 
 import (

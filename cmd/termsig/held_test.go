@@ -59,7 +59,7 @@ func superviseHere(t *testing.T, env, args []string, srcs ...termsig.Source) *ru
 		}
 	}()
 	go func() {
-		r.status = supervise(o, srcs, log)
+		r.status = supervise(o, srcs, log, nil)
 		close(r.exited)
 	}()
 	t.Cleanup(func() {
@@ -267,7 +267,7 @@ func TestHeldEventRunsItsHookOnceAndReleasesItsLatestNotice(t *testing.T) {
 	asg := termsigtest.NewFake("asg")
 	done := make(chan int, 1)
 	go func() {
-		done <- runHooks(o, []termsig.Source{asg}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		done <- runHooks(o, []termsig.Source{asg}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	}()
 
 	first := held(time.Now().Add(time.Hour))
@@ -319,7 +319,7 @@ func TestPrintWritesHeldAndHoldLimit(t *testing.T) {
 	nt := held(time.Now().Add(time.Hour).UTC().Truncate(time.Second))
 	asg.Send(nt)
 	var out bytes.Buffer
-	assert.Equal(t, exitOK, printNotices(o, []termsig.Source{asg}, &out, slog.New(slog.DiscardHandler)), "ends after the first imminent notice")
+	assert.Equal(t, exitOK, printNotices(o, []termsig.Source{asg}, &out, slog.New(slog.DiscardHandler), nil), "ends after the first imminent notice")
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(out.Bytes(), &got), out.String())
 	assert.Equal(t, true, got["held"])

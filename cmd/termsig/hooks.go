@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 )
 
 // minHookTime is the least time a hook gets, even when the deadline minus
@@ -32,20 +33,25 @@ const maxHookOutput = 64 << 10
 // one runs, only the latest notice of that event waits its turn. A held
 // event has one hook, however often its hold moves (see
 // hookRunner.again). It returns exitFailed if a hook failed or timed out,
-// or if no source can work here.
-func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
-	n := newNotifier(srcs, log)
+// or if no source can work here. srv counts the notices and the hooks,
+// and watches the loop, also while it waits for the last hooks; nil:
+// nothing does.
+func runHooks(o *options, srcs []termsig.Source, log *slog.Logger, srv *ops.Server) int {
+	n := newNotifier(srcs, log, srv)
 	defer n.Stop()
-	h := &hookRunner{o: o, log: log, release: n.Release, queues: map[eventKey]*hookQueue{}}
+	h := &hookRunner{o: o, log: log, release: n.Release, queues: map[eventKey]*hookQueue{}, ops: srv, m: newHookMetrics(srv.Registerer())}
 	ready := n.Ready()
 	for ended := false; !ended; {
+		srv.Tick()
 		select {
+		case <-srv.Heartbeat():
 		case <-ready:
 			if nothingRuns(n, log) {
 				return exitFailed
 			}
 			ready = nil
 		case nt := <-n.C():
+			srv.Noticed(nt)
 			if !o.wants(nt) {
 				log.Debug("termsig: notice filtered out by --kinds", "notice", nt)
 				letGo(n.Release, nt, log)
@@ -58,7 +64,16 @@ func runHooks(o *options, srcs []termsig.Source, log *slog.Logger) int {
 			h.enqueue(nt, ended)
 		}
 	}
-	h.wg.Wait()
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		srv.Tick()
+		select {
+		case <-srv.Heartbeat():
+		case <-done:
+			waiting = false
+		}
+	}
 	if h.failed() {
 		return exitFailed
 	}
@@ -83,6 +98,8 @@ type hookRunner struct {
 	// shutdown go on at once (with --follow, termsig itself goes on). Nil:
 	// nothing to tell.
 	release func(context.Context, termsig.Notice) error
+	ops     *ops.Server  // Acted; nil: none
+	m       *hookMetrics // nil: none
 
 	mu     sync.Mutex
 	queues map[eventKey]*hookQueue
@@ -206,6 +223,7 @@ func (h *hookRunner) run(nt termsig.Notice) error {
 	payload, err := json.Marshal(nt)
 	if err != nil {
 		h.log.Error("termsig: cannot encode the notice for the hook", "err", err)
+		h.m.ran(hookFailed)
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", h.o.exec)
@@ -215,6 +233,7 @@ func (h *hookRunner) run(nt termsig.Notice) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	killGroupOnCancel(cmd)
 	start := time.Now()
+	h.ops.Acted(nt) // the hook starts
 	err = cmd.Run()
 	if cmd.Process != nil {
 		_ = killGroup(cmd.Process.Pid) // leftovers of the hook
@@ -232,16 +251,20 @@ func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOu
 	switch {
 	case timedOut:
 		h.log.Error("termsig: hook killed at its timeout", append(attrs, "timeout", timeout)...)
+		h.m.ran(hookTimeout)
 		return context.DeadlineExceeded
 	case errors.Is(err, exec.ErrWaitDelay) && code == 0:
 		// The hook exited 0 but left a process holding its output.
 		h.log.Warn("termsig: hook done; it left a background process, killed", append(attrs, "status", 0)...)
+		h.m.ran(hookOK)
 		return nil
 	case err != nil || code != 0:
 		h.log.Error("termsig: hook failed", append(attrs, "status", code, "err", err)...)
+		h.m.ran(hookFailed)
 		return errors.Join(err, errors.New("exit status "+strconv.Itoa(code)))
 	}
 	h.log.Info("termsig: hook done", append(attrs, "status", 0)...)
+	h.m.ran(hookOK)
 	return nil
 }
 

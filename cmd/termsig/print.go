@@ -9,17 +9,22 @@ import (
 	"log/slog"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 )
 
 // printNotices writes each notice to w, as one JSON line or as text, until
-// the first imminent one (see options.ends).
-func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logger) int {
-	n := newNotifier(srcs, log)
+// the first imminent one (see options.ends). srv counts the notices and
+// watches the loop; nil: nothing does.
+func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logger, srv *ops.Server) int {
+	n := newNotifier(srcs, log, srv)
 	defer n.Stop()
 	ready := n.Ready()
 	for {
+		srv.Tick()
 		var nt termsig.Notice
 		select {
+		case <-srv.Heartbeat():
+			continue
 		case <-ready:
 			if nothingRuns(n, log) {
 				return exitFailed
@@ -28,6 +33,7 @@ func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logg
 			continue
 		case nt = <-n.C():
 		}
+		srv.Noticed(nt)
 		if !o.wants(nt) {
 			log.Debug("termsig: notice filtered out by --kinds", "notice", nt)
 			continue
@@ -36,6 +42,7 @@ func printNotices(o *options, srcs []termsig.Source, w io.Writer, log *slog.Logg
 			log.Error("termsig: cannot write the notice", "err", err)
 			return exitFailed
 		}
+		srv.Acted(nt)
 		if o.ends(nt) {
 			return exitOK
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 )
 
 // forwarded are the signals termsig passes on to the command as they are.
@@ -52,7 +53,10 @@ const extendEvery = 5 * time.Second
 // o.maxHold after the first held notice. Then, or at once on a hard
 // notice or a hold that lapsed, it goes on as for any imminent notice.
 // Once the command has exited, the holds are released.
-func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
+//
+// srv counts the notices, the signals sent and the command's exit, and
+// watches the loop; nil: nothing does.
+func supervise(o *options, srcs []termsig.Source, log *slog.Logger, srv *ops.Server) int {
 	// Before the command starts, so that a signal in between is forwarded,
 	// not termsig's death.
 	sigc := make(chan os.Signal, 32)
@@ -75,21 +79,25 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 	if len(srcs) == 0 {
 		log.Warn("termsig: no platform source to watch: only forwarding signals", "sources", o.sources)
 	}
-	n := newNotifier(srcs, log)
+	n := newNotifier(srcs, log, srv)
 	defer n.Stop()
-	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer(), holdEnd: stoppedTimer(), release: n.Release}
+	s := &supervisor{o: o, log: log, proc: cmd.Process, kill: stoppedTimer(), extend: stoppedTimer(), holdEnd: stoppedTimer(), release: n.Release,
+		ops: srv, m: newSuperviseMetrics(srv.Registerer(), o)}
 	defer s.kill.Stop()
 	defer s.extend.Stop()
 	defer s.holdEnd.Stop()
 	for {
+		srv.Tick()
 		select {
+		case <-srv.Heartbeat():
 		case sig := <-sigc:
 			s.forward(sig)
 		case nt := <-n.C():
+			srv.Noticed(nt)
 			s.notice(nt)
 		case <-s.kill.C:
 			log.Warn("termsig: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.proc.Pid)
-			_ = killGroup(s.proc.Pid)
+			s.killGroup()
 		case <-s.extend.C:
 			s.extendTimeout()
 		case <-s.holdEnd.C:
@@ -97,6 +105,7 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger) int {
 		case err := <-exited:
 			s.killLeftovers()
 			code := s.exited(cmd, err)
+			s.m.exited(code)
 			s.releaseHolds()
 			return code
 		}
@@ -124,6 +133,8 @@ type supervisor struct {
 	// stop the command (nothing waits for them), and for the holds once
 	// the command has exited.
 	release func(context.Context, termsig.Notice) error
+	ops     *ops.Server       // Acted; nil: none
+	m       *superviseMetrics // nil: none
 
 	// A hold: a held termination waits for the command to finish.
 	holdEnd    *time.Timer
@@ -156,10 +167,23 @@ func (s *supervisor) send(sig syscall.Signal, stop bool) {
 		s.log.Warn("termsig: cannot signal the command", "signal", termsig.SignalName(sig), "err", err)
 		return
 	}
+	s.m.sent(sig)
 	if stop {
 		s.stopSent, s.lastStop = true, sig
-		_ = s.proc.Signal(syscall.SIGCONT)
+		if s.proc.Signal(syscall.SIGCONT) == nil {
+			s.m.sent(syscall.SIGCONT)
+		}
 	}
+}
+
+// killGroup SIGKILLs the command's process group, and reports whether
+// anything was left in it.
+func (s *supervisor) killGroup() bool {
+	if killGroup(s.proc.Pid) != nil {
+		return false
+	}
+	s.m.sent(syscall.SIGKILL)
+	return true
 }
 
 // notice handles a notice from a platform source: a held termination
@@ -210,6 +234,7 @@ func (s *supervisor) holdOn(nt termsig.Notice) {
 		s.stopNow(nt)
 		return
 	}
+	defer s.ops.Acted(nt) // the wait moved, and the first one signals the command
 	if capped && !s.holdCapped {
 		s.log.Warn("termsig: the hold may last longer than --max-hold: the wait for the command ends --max-hold after the first held notice", "notice", nt, "max_hold", s.o.maxHold, "until", until)
 	}
@@ -307,6 +332,7 @@ func (s *supervisor) stopNow(nt termsig.Notice) {
 		s.log.Info("termsig: another imminent notice; the kill time stays", "notice", nt, "kill_at", s.killAt)
 		return
 	}
+	defer s.ops.Acted(nt) // SIGKILL moved, and the first one signals the command
 	s.killAt = at
 	s.kill.Reset(time.Until(at))
 	if !first {
@@ -377,7 +403,7 @@ func (s *supervisor) killLeftovers() {
 	if s.killAt.IsZero() && s.holdFrom.IsZero() {
 		return
 	}
-	if killGroup(s.proc.Pid) == nil {
+	if s.killGroup() {
 		s.log.Warn("termsig: the command exited after a notice: SIGKILL to what it left in its process group", "pgid", s.proc.Pid)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi"
 	"github.com/termsig/termsig/imds"
+	"github.com/termsig/termsig/internal/ops"
 	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/sources"
 )
@@ -41,6 +42,7 @@ type options struct {
 	logFormat   string
 	imdsEvery   time.Duration
 	acpidSocket string
+	ops         ops.Config // --metrics-bind-address, --health-probe-bind-address
 	cmd         []string
 }
 
@@ -73,13 +75,20 @@ func watchMain(mode string, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
+	o.ops.Name, o.ops.Logger = "termsig", log
+	srv, err := ops.Start(o.ops)
+	if err != nil {
+		fmt.Fprintf(stderr, "termsig %s: %v\n", mode, err)
+		return exitUsage
+	}
+	defer srv.Close()
 	switch mode {
 	case modeSupervise:
-		return supervise(o, srcs, log)
+		return supervise(o, srcs, log, srv)
 	case modeHook:
-		return runHooks(o, srcs, log)
+		return runHooks(o, srcs, log, srv)
 	default:
-		return printNotices(o, srcs, stdout, log)
+		return printNotices(o, srcs, stdout, log, srv)
 	}
 }
 
@@ -122,6 +131,7 @@ func parseFlags(mode string, args []string, stdout, stderr io.Writer) (*options,
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
 	fs.StringVar(&o.acpidSocket, "acpid-socket", "", "acpid's socket (empty: the acpi default, used if present)")
+	o.ops.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, usageLines[mode])
@@ -309,10 +319,12 @@ func newLogger(w io.Writer, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// newNotifier starts the sources with termsig's logger, and says so once
-// they are set up (signal handlers installed, subscriptions open).
-func newNotifier(srcs []termsig.Source, log *slog.Logger) *termsig.Notifier {
+// newNotifier starts the sources with termsig's logger, hands them to
+// srv's metrics and /readyz, and says so once they are set up (signal
+// handlers installed, subscriptions open).
+func newNotifier(srcs []termsig.Source, log *slog.Logger, srv *ops.Server) *termsig.Notifier {
 	n := termsig.Config{Logger: log}.New(srcs...)
+	srv.Watch(n)
 	names := make([]string, len(srcs))
 	for i, s := range srcs {
 		names[i] = s.Name()
