@@ -372,6 +372,14 @@ func (c *controller) report(ctx context.Context, up update, why string) {
 		c.log.Warn("kubedrain: the node was uncordoned while kubedrain held it; its reasons no longer cordon it", "reasons", up.rec.String())
 	}
 	switch {
+	case up.excluded:
+		c.log.Info("kubedrain: excluded the node from external load balancers", "label", ExcludeLabel+"="+ExcludeValue, "why", why)
+	case up.included:
+		c.log.Info("kubedrain: removed its label: external load balancers may send to the node again", "label", ExcludeLabel, "why", why)
+	case up.foreign != "":
+		c.log.Info("kubedrain: the node has the label already, set by someone else: kubedrain leaves it as it is, and never removes it", "label", up.foreign)
+	}
+	switch {
 	case up.uncordoned:
 		c.log.Info("kubedrain: uncordoned the node", "why", why)
 		c.kube.event(ctx, corev1.EventTypeNormal, "TerminationNoticeCleared", "Uncordon", why)
@@ -518,12 +526,15 @@ func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, ho
 		default:
 			note := fmt.Sprintf("evicted %d pods (%d already gone), left %d refused by a PodDisruptionBudget and %d failing, skipped %d",
 				rep.Evicted, rep.Gone, rep.Refused, rep.Failed, rep.Skipped)
+			if c.evictor.exempt != nil {
+				note += fmt.Sprintf(" (%d exempt by --pod-selector-exempt)", rep.Exempt)
+			}
 			typ := corev1.EventTypeNormal
 			if rep.Refused+rep.Failed > 0 {
 				typ = corev1.EventTypeWarning
 			}
 			c.kube.event(ctx, typ, "Drained", "Drain", note)
-			log.Info("kubedrain: drain done", "evicted", rep.Evicted, "gone", rep.Gone, "refused", rep.Refused, "failed", rep.Failed, "skipped", rep.Skipped)
+			log.Info("kubedrain: drain done", "evicted", rep.Evicted, "gone", rep.Gone, "refused", rep.Refused, "failed", rep.Failed, "skipped", rep.Skipped, "exempt", rep.Exempt)
 		}
 		if !held || err != nil || c.kube.dryRun {
 			return

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -27,6 +28,9 @@ type evictor struct {
 	// self is kubedrain's own pod, which stays to finish the drain; zero
 	// outside a pod.
 	self types.NamespacedName
+	// exempt selects pods that are left alone (--pod-selector-exempt):
+	// never evicted, nor waited for; nil selects none.
+	exempt labels.Selector
 	// margin is kept before the notice's deadline: grace periods end, and
 	// retries stop, this much earlier.
 	margin time.Duration
@@ -48,13 +52,17 @@ const (
 	skipMirror    skip = "mirror pod"
 	skipSelf      skip = "kubedrain itself"
 	skipFinished  skip = "finished"
+	skipExempt    skip = "exempt by --pod-selector-exempt"
 	skipElsewhere skip = "on another node"
 )
 
 // skipOf says whether pod is left alone, and why. DaemonSet pods would be
 // recreated on the node at once, and tolerate unschedulable nodes; a
 // mirror pod is not the API server's to stop; a finished pod holds no
-// resources and keeps its status for whoever reads it.
+// resources and keeps its status for whoever reads it; an exempt pod is
+// the operator's to leave (it goes with the machine). A pod is exempt
+// only when no other reason leaves it, so that the exempt count is of
+// pods that would have been evicted.
 func (e *evictor) skipOf(pod *corev1.Pod) skip {
 	if pod.Spec.NodeName != e.kube.node {
 		return skipElsewhere // the list's field selector is the server's to honour
@@ -70,6 +78,9 @@ func (e *evictor) skipOf(pod *corev1.Pod) skip {
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return skipFinished
+	}
+	if e.exempt != nil && e.exempt.Matches(labels.Set(pod.Labels)) {
+		return skipExempt
 	}
 	return ""
 }
@@ -118,13 +129,15 @@ const (
 // A drainReport counts what a drain did.
 type drainReport struct {
 	Evicted, Gone, Refused, Failed, Skipped int
+	// Exempt counts the skipped pods that --pod-selector-exempt left.
+	Exempt int
 	// terminating are the pods evicted, or found terminating, by UID
 	// (with their namespace/name): those that are still to go.
 	terminating map[types.UID]string
 }
 
 // drain evicts every pod on the node except those skipOf leaves, all at
-// once, and returns when each eviction was accepted or ctx is done; ctx
+// once (and says once how many --pod-selector-exempt left), and returns when each eviction was accepted or ctx is done; ctx
 // ends with the drain (see controller.follow), deadline gives what caps
 // the grace periods at each attempt (zero: the pods' own; a held
 // termination's moves later as the hold is extended). A pod whose
@@ -148,6 +161,9 @@ func (e *evictor) drain(ctx context.Context, deadline func() time.Time, log *slo
 		if why := e.skipOf(pod); why != "" {
 			log.Debug("kubedrain: leaving pod", "pod", podName(pod), "why", string(why))
 			rep.Skipped++
+			if why == skipExempt {
+				rep.Exempt++
+			}
 			continue
 		}
 		if g := pod.DeletionGracePeriodSeconds; pod.DeletionTimestamp != nil && g != nil && *g <= gracePeriod(pod, deadline(), e.now(), e.margin) {
@@ -175,6 +191,10 @@ func (e *evictor) drain(ctx context.Context, deadline func() time.Time, log *slo
 				rep.Failed++
 			}
 		})
+	}
+	if e.exempt != nil {
+		log.Info("kubedrain: leaving the pods exempt by --pod-selector-exempt: they are neither evicted nor waited for",
+			"selector", e.exempt.String(), "pods", rep.Exempt)
 	}
 	wg.Wait()
 	if stopped(ctx) {

@@ -421,6 +421,7 @@ func TestReadRecord(t *testing.T) {
 func FuzzReadRecord(f *testing.F) {
 	f.Add(`{"cordoned":true,"reasons":[{"source":"imds","event":"spot/instance-action","kind":"terminate","deadline":"2026-11-30T10:02:00Z","drain":true}],"bootID":"b"}`)
 	f.Add(`{"cordoned":false,"reasons":[{"source":"gcemeta","event":"maintenance-event","kind":"maintenance"}]}`)
+	f.Add(`{"cordoned":true,"reasons":[{"source":"logind","event":"shutdown/poweroff","kind":"terminate","drain":true}],"excludedFromLoadBalancers":true}`)
 	f.Add(`{"reasons":null}`)
 	f.Add(`[]`)
 	f.Fuzz(func(t *testing.T, s string) {

@@ -29,6 +29,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -59,17 +60,18 @@ type options struct {
 	logLevel      slog.Level
 	imdsEvery     time.Duration
 	imdsAdvice    time.Duration
+	exempt        labels.Selector // --pod-selector-exempt: pods never evicted; nil selects none
 	self          types.NamespacedName
 	version       bool // --version: print the version line and exit
 }
 
-const usageLine = "usage: kubedrain [--node NAME] [--kubeconfig FILE] [--sources S,...] [--on-rebalance A] [--on-maintenance A] [--margin D] [--dry-run] [flags]"
+const usageLine = "usage: kubedrain [--node NAME] [--kubeconfig FILE] [--sources S,...] [--on-rebalance A] [--on-maintenance A] [--margin D] [--pod-selector-exempt SELECTOR] [--dry-run] [flags]"
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kubedrain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{self: types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}}
-	var onRebalance, onMaintenance, level string
+	var onRebalance, onMaintenance, level, exempt string
 	fs.StringVar(&o.node, "node", os.Getenv("NODE_NAME"), "the node to drain (default $NODE_NAME, from the downward API)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: the pod's service account, or $KUBECONFIG / ~/.kube/config outside a cluster)")
 	fs.StringVar(&o.sources, "sources", "auto", `notice sources: "auto" (detected on this host) or a comma-separated list of `+
@@ -79,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.maxHold, "max-hold", time.Hour, "the longest a held termination (an Auto Scaling termination hook) is used for the drain, from its first notice: grace periods and evictions end by then, and the hold is released")
 	fs.StringVar(&onRebalance, "on-rebalance", "cordon", "what a rebalance recommendation does: ignore, cordon or drain")
 	fs.StringVar(&onMaintenance, "on-maintenance", "cordon", "what scheduled maintenance does: ignore, cordon or drain")
+	fs.StringVar(&exempt, "pod-selector-exempt", "", `label selector of pods that are never evicted nor waited for, such as "app=cache" or "tier in (edge),!canary" (empty: none)`)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "log what would be done; change nothing")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log format on stderr: json or text")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
@@ -104,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
+	if o.exempt, err = parseExempt(exempt); err != nil {
+		return nil, fmt.Errorf("--pod-selector-exempt: %w", err)
+	}
 	switch {
 	case o.node == "":
 		return nil, errors.New("no node: set --node or NODE_NAME")
@@ -113,6 +119,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--margin and the intervals must not be negative, --fallback and --max-hold must be positive")
 	}
 	return o, nil
+}
+
+// parseExempt parses the selector of --pod-selector-exempt, in the syntax
+// of kubectl's --selector. Empty (or blank) selects no pod, and gives nil:
+// labels.Parse would make it a selector of every pod.
+func parseExempt(s string) (labels.Selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	return labels.Parse(s)
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
@@ -182,7 +198,7 @@ func newController(o *options, client kubernetes.Interface, log *slog.Logger) *c
 	k := &kube{client: client, node: o.node, instance: instance, dryRun: o.dryRun, log: log}
 	return &controller{
 		kube: k,
-		evictor: &evictor{kube: k, self: o.self, margin: o.margin,
+		evictor: &evictor{kube: k, self: o.self, exempt: o.exempt, margin: o.margin,
 			backoff: 250 * time.Millisecond, maxBackoff: 5 * time.Second, goneEvery: time.Second, now: time.Now},
 		onRebalance:   o.onRebalance,
 		onMaintenance: o.onMaintenance,
@@ -261,7 +277,9 @@ func (o *options) pickSources(log *slog.Logger) ([]termsig.Source, error) {
 		PlatformOnly: true,
 		IMDS:         imds.Config{Interval: o.imdsEvery, AdvisoryInterval: o.imdsAdvice},
 		// kubedrain does not hold the host's shutdown for its drain: the
-		// kubelet's graceful node shutdown has its own delay lock.
+		// kubelet's graceful node shutdown has its own delay lock, and
+		// how long the host waits is the operator's to set there
+		// (shutdownGracePeriod), not a second lock's (see README.md).
 		Logind: logind.Config{NoLock: true},
 	}
 	var srcs []termsig.Source

@@ -39,6 +39,12 @@ type update struct {
 	untainted  bool   // kubedrain removed its taint just now
 	lifted     bool   // an operator had uncordoned the node under kubedrain's reasons
 	wrote      bool   // the node was patched (or would be, in a dry run)
+	excluded   bool   // kubedrain set ExcludeLabel just now
+	included   bool   // kubedrain removed its ExcludeLabel just now
+	// foreign is ExcludeLabel=value when the node is to be excluded from
+	// now on but already has the label, set by someone else: kubedrain
+	// leaves it, and will not remove it.
+	foreign string
 }
 
 // fieldManager names kubedrain's writes in the node's managedFields.
@@ -62,6 +68,7 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 		if err != nil {
 			k.log.Warn("kubedrain: replacing the node's annotation", "err", err)
 		}
+		excluding := rec.excludes()
 		// A record that holds only ever lands together with a cordon: a
 		// schedulable node with one was uncordoned by someone since.
 		lifted := rec.holds() && !node.Spec.Unschedulable
@@ -72,12 +79,19 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 		}
 		change(&rec, node)
 		ours := rec.Cordoned && ownsCordon(node)
+		value, labelled := node.Labels[ExcludeLabel]
+		ourLabel := rec.Excluded && labelled && value == ExcludeValue
 		patch, err := nodePatch(node, &rec)
 		up = update{rec: rec, lifted: lifted}
+		if !excluding && rec.excludes() && labelled && !rec.Excluded {
+			up.foreign = ExcludeLabel + "=" + value
+		}
 		if err != nil || patch == nil {
 			return err
 		}
 		up.wrote = true
+		up.excluded = rec.Excluded && !labelled
+		up.included = ourLabel && !rec.Excluded
 		up.cordoned = !node.Spec.Unschedulable && rec.holds()
 		up.uncordoned = node.Spec.Unschedulable && !rec.holds() && ours
 		up.untainted = !rec.holds() && slices.ContainsFunc(node.Spec.Taints, isOurs)
@@ -105,8 +119,13 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 // without one wants kubedrain's marks gone: the taint, and the cordon if
 // it is kubedrain's (rec.Cordoned, and the API server's field management
 // agrees: see ownsCordon); the annotation goes with the last reason.
-// The patch sets the taints as a whole list, which is safe because it
-// carries the node's resourceVersion.
+// A record with a reason to drain (see record.excludes) also wants
+// ExcludeLabel=ExcludeValue: set, with rec.Excluded, on a node without
+// the label; a label that is there already is someone else's and stays
+// as it is. Without one, the label goes if it is kubedrain's
+// (rec.Excluded, and its value is still kubedrain's). The patch sets the
+// taints as a whole list, which is safe because it carries the node's
+// resourceVersion.
 func nodePatch(node *corev1.Node, rec *record) ([]byte, error) {
 	spec := map[string]any{}
 	annotations := map[string]any{}
@@ -131,6 +150,19 @@ func nodePatch(node *corev1.Node, rec *record) ([]byte, error) {
 	if taints, changed := withTaint(node.Spec.Taints, want); changed && (hold || annotated) {
 		spec["taints"] = taints
 	}
+	labels := map[string]any{}
+	value, labelled := node.Labels[ExcludeLabel]
+	if rec.Excluded && (!labelled || value != ExcludeValue) {
+		rec.Excluded = false // removed or changed since: no longer kubedrain's
+	}
+	switch exclude := rec.excludes(); {
+	case exclude && !labelled:
+		labels[ExcludeLabel] = ExcludeValue
+		rec.Excluded = true
+	case !exclude && rec.Excluded:
+		labels[ExcludeLabel] = nil
+		rec.Excluded = false
+	}
 	switch {
 	case len(rec.Reasons) > 0:
 		b, err := json.Marshal(rec)
@@ -143,12 +175,15 @@ func nodePatch(node *corev1.Node, rec *record) ([]byte, error) {
 	case annotated:
 		annotations[AnnotationKey] = nil
 	}
-	if len(spec) == 0 && len(annotations) == 0 {
+	if len(spec) == 0 && len(annotations) == 0 && len(labels) == 0 {
 		return nil, nil
 	}
 	meta := map[string]any{"resourceVersion": node.ResourceVersion}
 	if len(annotations) > 0 {
 		meta["annotations"] = annotations
+	}
+	if len(labels) > 0 {
+		meta["labels"] = labels
 	}
 	patch := map[string]any{"metadata": meta}
 	if len(spec) > 0 {

@@ -21,6 +21,13 @@ const (
 	// (or land) on a node that is going away tolerate it.
 	TaintKey = "termsig.dev/terminating"
 
+	// ExcludeLabel, set to ExcludeValue, asks the service controller (and
+	// the load balancers that honour it, such as MetalLB) to take the
+	// node out of external load balancers' backends. kubedrain sets it
+	// while it drains the node (see record.excludes).
+	ExcludeLabel = corev1.LabelNodeExcludeBalancers
+	ExcludeValue = "true"
+
 	// AnnotationKey holds kubedrain's record of what it did to the node
 	// and why (see record), so that a restarted kubedrain knows whether the
 	// cordon is its own to undo.
@@ -48,6 +55,11 @@ type record struct {
 	// node that comes back with another (a stopped or rebooted machine,
 	// started again) has been through what the reason announced.
 	BootID string `json:"bootID,omitempty"`
+	// Excluded is true when kubedrain set the node's label ExcludeLabel
+	// (the node did not have it): kubedrain removes it once no reason to
+	// drain holds. A label that was there before, or that someone changed
+	// since, is never removed by kubedrain.
+	Excluded bool `json:"excludedFromLoadBalancers,omitempty"`
 }
 
 // A reason is one notice that kubedrain acts on.
@@ -153,6 +165,16 @@ func (rec *record) has(source, event string) bool {
 // one that an operator has not lifted.
 func (rec *record) holds() bool {
 	return slices.ContainsFunc(rec.Reasons, func(r reason) bool { return !r.Lifted })
+}
+
+// excludes reports whether the node is to be out of external load
+// balancers: a reason that drains it holds (an imminent notice, or advice
+// that --on-rebalance or --on-maintenance drains for), and an operator
+// has not lifted it. Its pods are being evicted and the machine is going:
+// traffic sent to it now is cut when it goes. Cordon-only advice keeps
+// the node in: its pods still serve.
+func (rec *record) excludes() bool {
+	return slices.ContainsFunc(rec.Reasons, func(r reason) bool { return r.Drain && !r.Lifted })
 }
 
 // lift marks every reason lifted: an operator uncordoned the node while
