@@ -2,8 +2,8 @@
 // termsig program: Prometheus metrics and health probes, on the addresses
 // of --metrics-bind-address and --health-probe-bind-address
 // (controller-runtime's flag names; each off unless set, one listener when
-// both are equal; [Config.RegisterFlags] defines them). A nil *[Server] does nothing, so code that counts need not ask
-// whether metrics are on.
+// both are equal; [Config.RegisterFlags] defines them). A nil *[Server]
+// does nothing, so code that counts need not ask whether metrics are on.
 //
 // # Metrics
 //
