@@ -35,4 +35,12 @@
 // bodies name each check on a line of its own, as Kubernetes' verbose
 // probes do ("[+]notifier ok", "[-]node failed: no node read yet"), then
 // the verdict ("readyz check failed").
+//
+// # Webhook
+//
+// With --webhook-url (or --webhook-url-file), each imminent notice the
+// program takes, a held one once, and the outcomes it reports
+// ([Server.Outcome]) are posted as package internal/webhook says: never
+// delaying the program, tried again until the notice's deadline, counted
+// in termsig_webhook_sends_total{result}.
 package ops

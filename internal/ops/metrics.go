@@ -24,9 +24,10 @@ const OtherEvent = "other"
 // maxLabelLen bounds the bytes of a label value taken from a notice.
 const maxLabelLen = 128
 
-// Noticed counts nt in termsig_notices_total. The program calls it for
-// every notice it takes from the Notifier's C, before any filter of its
-// own.
+// Noticed counts nt in termsig_notices_total, and posts it to the
+// webhook, if any, when it is imminent (a held notice once per hold), or
+// advice when Config.Webhook.Advice asks. The program calls it for every
+// notice it takes from the Notifier's C, before any filter of its own.
 func (s *Server) Noticed(nt termsig.Notice) {
 	if s == nil {
 		return
@@ -36,6 +37,7 @@ func (s *Server) Noticed(nt termsig.Notice) {
 	if err == nil {
 		c.Inc()
 	}
+	s.post(nt)
 }
 
 // Acted observes, in termsig_notice_action_seconds, the time from nt's

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/webhook"
 )
 
 // DefaultStaleness is how long the main loop may go without a Tick when
@@ -46,6 +47,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of /healthz and Acted. Nil: time.Now.
 	Now func() time.Time
+	// Webhook, if its URL is set, gets each imminent notice the program
+	// takes (Noticed) and its outcomes (Outcome).
+	Webhook WebhookConfig
 }
 
 // RegisterFlags defines --metrics-bind-address and
@@ -54,6 +58,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", "", `serve Prometheus metrics at http://ADDR/metrics (host:port, ":9090" on every interface, port 0 any free one); empty: off`)
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", "", "serve /healthz (the main loop turns) and /readyz (the sources had their first look) at ADDR; empty: off; the same ADDR as --metrics-bind-address: one listener")
+	c.Webhook.registerFlags(fs)
 }
 
 // A Server serves the metrics and probes of one program, and keeps its
@@ -76,6 +81,12 @@ type Server struct {
 	checksMu sync.Mutex
 	checks   []readyCheck
 
+	hook       *webhook.Sender // nil without a webhook
+	hookName   string
+	hookAdvice bool
+	hookMu     sync.Mutex
+	hookSeen   map[[2]string]bool // (source, event) -> held, of the imminent notices posted
+
 	metricsAddr, probeAddr string // as bound
 	servers                []*http.Server
 	wg                     sync.WaitGroup
@@ -88,6 +99,12 @@ type Server struct {
 // is left listening.
 func Start(cfg Config) (*Server, error) {
 	s := newServer(cfg)
+	if err := s.startWebhook(cfg.Name, cfg.Webhook); err != nil {
+		if s.beat != nil {
+			s.beat.Stop()
+		}
+		return nil, err
+	}
 	addrs, muxes := s.routes(cfg)
 	lns := make([]net.Listener, 0, len(addrs))
 	for _, addr := range addrs {
@@ -99,6 +116,7 @@ func Start(cfg Config) (*Server, error) {
 			if s.beat != nil {
 				s.beat.Stop()
 			}
+			s.closeWebhook()
 			flagName := "--health-probe-bind-address"
 			if addr == cfg.MetricsAddr {
 				flagName = "--metrics-bind-address"
@@ -210,6 +228,7 @@ func (s *Server) Close() {
 		return
 	}
 	s.closeOnce.Do(func() {
+		s.closeWebhook()
 		if s.beat != nil {
 			s.beat.Stop()
 		}
