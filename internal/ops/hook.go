@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -22,6 +23,11 @@ type WebhookConfig struct {
 	Template string   // --webhook-template: a text/template over a webhook.Event
 	Headers  []string // --webhook-header "Name: value", repeatable
 	Advice   bool     // --webhook-advice: advice and Cleared notices too, not only imminent ones
+
+	// Fields, set by the program rather than a flag, go with every event
+	// it posts, notices and outcomes (kubedrain: "node"); an outcome's own
+	// fields win over them.
+	Fields map[string]string
 }
 
 func (c *WebhookConfig) registerFlags(fs *flag.FlagSet) {
@@ -61,7 +67,7 @@ func (s *Server) startWebhook(name string, c WebhookConfig) error {
 		return fmt.Errorf("--webhook-url: %w", err)
 	}
 	s.reg.MustRegister(sends)
-	s.hook, s.hookName, s.hookAdvice = hook, name, c.Advice
+	s.hook, s.hookName, s.hookAdvice, s.hookFields = hook, name, c.Advice, maps.Clone(c.Fields)
 	s.hookSeen = map[[2]string]bool{}
 	return nil
 }
@@ -83,7 +89,7 @@ func (s *Server) post(nt termsig.Notice) {
 			return // the same hold, its deadline moved
 		}
 	}
-	s.hook.Send(webhook.Event{Program: s.hookName, Notice: nt})
+	s.hook.Send(webhook.Event{Program: s.hookName, Notice: nt, Fields: s.hookFields})
 }
 
 // Outcome posts what the program did about nt ("drained", "job handed
@@ -93,7 +99,12 @@ func (s *Server) Outcome(nt termsig.Notice, outcome string, fields map[string]st
 	if s == nil || s.hook == nil {
 		return
 	}
-	s.hook.Send(webhook.Event{Program: s.hookName, Notice: nt, Outcome: outcome, Fields: fields})
+	all := maps.Clone(s.hookFields)
+	if all == nil && len(fields) > 0 {
+		all = map[string]string{}
+	}
+	maps.Copy(all, fields)
+	s.hook.Send(webhook.Event{Program: s.hookName, Notice: nt, Outcome: outcome, Fields: all})
 }
 
 // closeWebhook posts what is queued, for at most a few seconds.

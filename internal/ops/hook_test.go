@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 
 // Imminent notices are posted once per event (a held one once, however
 // often its deadline moves, and again when it stops being held), advice
-// only when asked, outcomes always; the sends are counted.
+// only when asked, outcomes always, each with the program's fields and
+// an outcome's own; the sends are counted.
 func TestWebhookGetsImminentNoticesOnceAndOutcomes(t *testing.T) {
 	bodies := make(chan string, 100)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -26,7 +28,7 @@ func TestWebhookGetsImminentNoticesOnceAndOutcomes(t *testing.T) {
 		bodies <- string(b)
 	}))
 	defer rcv.Close()
-	s, err := ops.Start(ops.Config{Name: "kubedrain", MetricsAddr: "127.0.0.1:0", Webhook: ops.WebhookConfig{URL: rcv.URL, Headers: []string{"X-Token: t"}}})
+	s, err := ops.Start(ops.Config{Name: "kubedrain", MetricsAddr: "127.0.0.1:0", Webhook: ops.WebhookConfig{URL: rcv.URL, Headers: []string{"X-Token: t"}, Fields: map[string]string{"node": "n1"}}})
 	require.NoError(t, err)
 	held := termsig.Notice{Source: "asg", Kind: termsig.Terminate, Event: "asg/lifecycle", Held: true, Deadline: time.Now().Add(time.Hour)}
 	s.Noticed(held)
@@ -36,7 +38,7 @@ func TestWebhookGetsImminentNoticesOnceAndOutcomes(t *testing.T) {
 	lapsed := held
 	lapsed.Held = false
 	s.Noticed(lapsed)
-	s.Outcome(held, "drained", map[string]string{"node": "n1"})
+	s.Outcome(held, "drained", map[string]string{"pods_left": "0"})
 	var got []string
 	for range 3 {
 		got = append(got, <-bodies)
@@ -62,8 +64,10 @@ func TestWebhookGetsImminentNoticesOnceAndOutcomes(t *testing.T) {
 	}
 	require.Len(t, texts, 3, "%q", texts)
 	assert.Contains(t, texts[0], "kubedrain: asg: terminate")
+	assert.True(t, strings.HasSuffix(texts[0], " (node=n1)"), texts[0])
 	assert.NotContains(t, texts[1], "held")
 	assert.Contains(t, texts[2], "kubedrain: drained: asg: terminate")
+	assert.True(t, strings.HasSuffix(texts[2], " (node=n1, pods_left=0)"), texts[2])
 	sent, ok := value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"})
 	assert.True(t, ok)
 	assert.Equal(t, 3.0, sent)

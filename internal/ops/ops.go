@@ -84,6 +84,7 @@ type Server struct {
 	hook       *webhook.Sender // nil without a webhook
 	hookName   string
 	hookAdvice bool
+	hookFields map[string]string
 	hookMu     sync.Mutex
 	hookSeen   map[[2]string]bool // (source, event) -> held, of the imminent notices posted
 

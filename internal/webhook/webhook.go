@@ -22,9 +22,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -52,13 +54,14 @@ const (
 // An Event is one thing to tell: a notice, or what the program did about
 // one (its Outcome). The template sees its fields.
 type Event struct {
-	Program string         // the program's name, such as "kubedrain"
-	Notice  termsig.Notice // the notice it is about
-	Outcome string         // what the program did, such as "drained"; "" for the notice itself
-	Fields  map[string]string
+	Program string            // the program's name, such as "kubedrain"
+	Notice  termsig.Notice    // the notice it is about
+	Outcome string            // what the program did, such as "drained"; "" for the notice itself
+	Fields  map[string]string // more about it, such as the node ("node") and the pods left
 }
 
-// Text is the event as one line: the program, the notice and the outcome.
+// Text is the event as one line: the program, the outcome, the notice,
+// then the fields in key order ("kubedrain: drained: ... (node=n1)").
 func (e Event) Text() string {
 	var b strings.Builder
 	if e.Program != "" {
@@ -68,6 +71,17 @@ func (e Event) Text() string {
 		b.WriteString(e.Outcome + ": ")
 	}
 	b.WriteString(e.Notice.String())
+	for i, k := range slices.Sorted(maps.Keys(e.Fields)) {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(k + "=" + e.Fields[k])
+	}
+	if len(e.Fields) > 0 {
+		b.WriteString(")")
+	}
 	return b.String()
 }
 
