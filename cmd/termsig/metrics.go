@@ -3,7 +3,6 @@
 package main
 
 import (
-	"strconv"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +14,6 @@ import (
 // are internal/ops'). A nil *superviseMetrics counts nothing.
 type superviseMetrics struct {
 	signals *prometheus.CounterVec
-	exits   *prometheus.CounterVec
 }
 
 // newSuperviseMetrics registers supervise's metrics on reg; nil: none.
@@ -30,12 +28,8 @@ func newSuperviseMetrics(reg prometheus.Registerer, o *options) *superviseMetric
 			Name: "termsig_supervise_signals_sent_total",
 			Help: "Signals sent to the command, forwarded or for a notice (SIGCONT after each stop signal, SIGKILL to its process group).",
 		}, []string{"signal"}),
-		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "termsig_supervise_child_exits_total",
-			Help: "Exits of the command, by exit status (128+N: died of signal N). termsig exits with it.",
-		}, []string{"code"}),
 	}
-	reg.MustRegister(m.signals, m.exits)
+	reg.MustRegister(m.signals)
 	for _, sig := range []syscall.Signal{o.signal, o.finish, syscall.SIGKILL} {
 		if sig != 0 {
 			m.signals.WithLabelValues(termsig.SignalName(sig))
@@ -47,12 +41,6 @@ func newSuperviseMetrics(reg prometheus.Registerer, o *options) *superviseMetric
 func (m *superviseMetrics) sent(sig syscall.Signal) {
 	if m != nil {
 		m.signals.WithLabelValues(termsig.SignalName(sig)).Inc()
-	}
-}
-
-func (m *superviseMetrics) exited(code int) {
-	if m != nil {
-		m.exits.WithLabelValues(strconv.Itoa(code)).Inc()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -171,4 +172,29 @@ func TestABindErrorIsAUsageErrorBeforeAnythingRuns(t *testing.T) {
 		assert.NotContains(t, r.stderr.String(), "termsig: watching", args)
 		assert.NotContains(t, r.stderr.String(), "panic", args)
 	}
+}
+
+// A webhook gets the imminent notice, then, once the command has exited
+// after it, the outcome with the command's status.
+func TestSuperviseWebhookGetsTheNoticeAndTheCommandsExit(t *testing.T) {
+	bodies := make(chan string, 10)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- string(b)
+	}))
+	defer rcv.Close()
+	srv, env := imdsEnv(t)
+	r := start(t, append(env, childOn), append([]string{"supervise", "--sources", "imds", "--imds-interval", "20ms",
+		"--webhook-url", rcv.URL, "--webhook-template", `{{ .Outcome | json }} {{ index .Fields "status" | json }} {{ .Notice.Kind | json }}`}, child()...)...)
+	r.expect("ready")
+	srv.SetInterruption("terminate", time.Now().Add(2*time.Minute))
+	assert.Equal(t, "SIGTERM", r.expect("signal"))
+	assert.Equal(t, 0, r.wait(), "the command exited 0 on SIGTERM")
+	// termsig has exited: what it posted is in the channel.
+	close(bodies)
+	var got []string
+	for b := range bodies {
+		got = append(got, b)
+	}
+	assert.Equal(t, []string{`"" "" "terminate"`, `"command exited" "0" "terminate"`}, got)
 }

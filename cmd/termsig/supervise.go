@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	ossignal "os/signal"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -97,7 +98,7 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger, srv *ops.Ser
 			s.notice(nt)
 		case <-s.kill.C:
 			log.Warn("termsig: the command is still running at its kill time: SIGKILL to its process group", "pgid", s.proc.Pid)
-			s.killGroup()
+			s.killed = s.killGroup()
 		case <-s.extend.C:
 			s.extendTimeout()
 		case <-s.holdEnd.C:
@@ -105,8 +106,8 @@ func supervise(o *options, srcs []termsig.Source, log *slog.Logger, srv *ops.Ser
 		case err := <-exited:
 			s.killLeftovers()
 			code := s.exited(cmd, err)
-			s.m.exited(code)
 			s.releaseHolds()
+			s.outcome(code)
 			return code
 		}
 	}
@@ -133,8 +134,10 @@ type supervisor struct {
 	// stop the command (nothing waits for them), and for the holds once
 	// the command has exited.
 	release func(context.Context, termsig.Notice) error
-	ops     *ops.Server       // Acted; nil: none
+	ops     *ops.Server       // Acted, Outcome; nil: none
 	m       *superviseMetrics // nil: none
+	acted   termsig.Notice    // the first notice that stopped the command or held it; zero: none
+	killed  bool              // SIGKILL went to the command's group at its kill time
 
 	// A hold: a held termination waits for the command to finish.
 	holdEnd    *time.Timer
@@ -235,6 +238,7 @@ func (s *supervisor) holdOn(nt termsig.Notice) {
 		return
 	}
 	defer s.ops.Acted(nt) // the wait moved, and the first one signals the command
+	s.actedOn(nt)
 	if capped && !s.holdCapped {
 		s.log.Warn("termsig: the hold may last longer than --max-hold: the wait for the command ends --max-hold after the first held notice", "notice", nt, "max_hold", s.o.maxHold, "until", until)
 	}
@@ -333,6 +337,7 @@ func (s *supervisor) stopNow(nt termsig.Notice) {
 		return
 	}
 	defer s.ops.Acted(nt) // SIGKILL moved, and the first one signals the command
+	s.actedOn(nt)
 	s.killAt = at
 	s.kill.Reset(time.Until(at))
 	if !first {
@@ -393,6 +398,35 @@ func (s *supervisor) extendTimeout() {
 	}
 	notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", left.Microseconds()+extendEvery.Microseconds()), s.log)
 	s.extend.Reset(extendEvery)
+}
+
+// actedOn keeps nt if it is the first notice the command was stopped or
+// held for.
+func (s *supervisor) actedOn(nt termsig.Notice) {
+	if s.acted.Kind == 0 {
+		s.acted = nt
+	}
+}
+
+// The outcomes that supervise posts to the webhook, once the command has
+// exited after a notice, with its exit status in field "status".
+const (
+	outcomeExited = "command exited" // before its kill time
+	outcomeKilled = "command killed" // SIGKILLed at its kill time
+)
+
+// outcome posts, once the command has exited after a notice, how it
+// ended. Without a notice the exit is only logged: it is the command's
+// own business, and termsig exits with it.
+func (s *supervisor) outcome(code int) {
+	if s.acted.Kind == 0 {
+		return
+	}
+	outcome := outcomeExited
+	if s.killed {
+		outcome = outcomeKilled
+	}
+	s.ops.Outcome(s.acted, outcome, map[string]string{"status": strconv.Itoa(code)})
 }
 
 // killLeftovers SIGKILLs, once the command has exited after a notice (a
