@@ -3,12 +3,15 @@ package ops_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -185,4 +188,27 @@ func TestTheProgramsOwnMetricsAreServed(t *testing.T) {
 	v, ok := value(scrape(t, s.MetricsAddr()), "demo_signals_sent_total", map[string]string{"signal": "SIGTERM"})
 	assert.True(t, ok)
 	assert.Equal(t, 1.0, v)
+}
+
+// Every metric the Server serves, the webhook's and a program's included,
+// passes Prometheus' own linter (names, units, suffixes, help).
+func TestEveryMetricFollowsPrometheusNamingRules(t *testing.T) {
+	spot := termsigtest.NewFake("imds")
+	n := termsig.New(spot)
+	defer n.Stop()
+	rcv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer rcv.Close()
+	s := start(t, ops.Config{Name: "kubedrain", MetricsAddr: "127.0.0.1:0", Webhook: ops.WebhookConfig{URL: rcv.URL}})
+	s.Watch(n)
+	spot.Send(termsig.Notice{Kind: termsig.Terminate, Event: "spot/instance-action"})
+	nt := take(t, n)
+	s.Noticed(nt)
+	s.Acted(nt)
+	s.Registerer().MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "kubedrain_cordons_total", Help: "Cordons."}))
+	resp, err := client.Get("http://" + s.MetricsAddr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	problems, err := promlint.New(resp.Body).Lint()
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
