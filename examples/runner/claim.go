@@ -84,6 +84,7 @@ func (r *runner) claim() {
 		return
 	}
 	r.job = p
+	r.m.jobStarted()
 	r.tl.Printf("job %s started (process group %d): %s", job.ID, p.group.id(), job.Command)
 }
 
@@ -103,6 +104,7 @@ func (r *runner) gone(err error) bool {
 	}
 	r.tl.Printf("registration %s is gone from the CI service: %v", r.reg.ID, err)
 	r.lost = true
+	r.registered.Store(false)
 	return true
 }
 
@@ -170,15 +172,18 @@ func (r *runner) send(ctx context.Context, p *pendingReport) error {
 	return r.svc.Report(ctx, r.reg, &p.Job, p.Result)
 }
 
-// delivered takes the outcome of send: the result is off the runner's
-// hands if the CI service took it, or if it will never take it (the job or
-// the registration is gone: dropped says why).
+// delivered takes the outcome of send for the pending result: it is off
+// the runner's hands if the CI service took it, or if it will never take
+// it (the job or the registration is gone: dropped says why). Either is
+// counted, and the first posted as the outcome of the notice the runner
+// leaves for, if any.
 func (r *runner) delivered(err error) (dropped, _ error) {
 	if errors.Is(err, ErrJobGone) || errors.Is(err, ErrNotRegistered) {
 		dropped, err = err, nil
 	}
-	if err == nil {
+	if p := r.pending; err == nil && p != nil {
 		r.setPending(nil)
+		r.handedBack(p, dropped)
 	}
 	return dropped, err
 }
@@ -198,11 +203,13 @@ func (r *runner) checkNotices() bool {
 	return true
 }
 
-// notice handles one notice: a held termination with a deadline starts or
-// moves a hold (see holdFor); any other imminent one, a hard notice or
-// one saying that a hold is over, is kept in r.urgent, for the loop to
-// drain at once; the others are advice.
+// notice handles one notice taken from C, once it is counted (and posted
+// to the webhook): a held termination with a deadline starts or moves a
+// hold (see holdFor); any other imminent one, a hard notice or one saying
+// that a hold is over, is kept in r.urgent, for the loop to drain at
+// once; the others are advice.
 func (r *runner) notice(nt termsig.Notice) {
+	r.ops.Noticed(nt)
 	if nt.Kind.Imminent() {
 		switch {
 		case r.urgent != nil:

@@ -18,6 +18,7 @@ import (
 	"github.com/termsig/termsig/examples/registry"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/internal/ops"
 	"github.com/termsig/termsig/signal"
 )
 
@@ -50,7 +51,7 @@ func demoDeadlineFrom(now time.Time) time.Time {
 // loopback: no cloud and no setup. The fake announces a spot interruption
 // while the long job runs; the runner drains, re-queues it, unregisters and
 // exits. The registry's state is printed at the end.
-func runDemo(tl *timeline, cfg config) int {
+func runDemo(tl *timeline, cfg config, srv *ops.Server) int {
 	dir, err := os.MkdirTemp("", "termsig-demo-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -78,7 +79,7 @@ func runDemo(tl *timeline, cfg config) int {
 
 	stopAnnouncer := announceWhenRunning(client.WithToken(admin), fake, tl)
 	defer stopAnnouncer()
-	code := runDemoRunner(tl, cfg, client, fake.URL)
+	code := runDemoRunner(tl, cfg, client, fake.URL, srv)
 
 	fmt.Fprintln(os.Stderr)
 	if err := printState(os.Stderr, client.WithToken(admin)); err != nil {
@@ -113,10 +114,14 @@ func startDemoRegistry(statePath, admin, join string) (url string, stop func(), 
 	return url, func() { hs.Close() }, nil
 }
 
+// demoRunnerName is the demo's runner's name.
+const demoRunnerName = "demo-runner"
+
 // runDemoRunner runs the runner with the demo's settings, watching for
-// signals (Ctrl-C drains it) and the fake IMDS at imdsURL.
-func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL string) int {
-	cfg.name = "demo-runner"
+// signals (Ctrl-C drains it) and the fake IMDS at imdsURL; srv serves
+// its metrics, probes and webhook, if the flags ask.
+func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL string, srv *ops.Server) int {
+	cfg.name = demoRunnerName
 	cfg.poll = 200 * time.Millisecond
 	cfg.margin = 2 * time.Second
 	srcs := []termsig.Source{
@@ -125,6 +130,7 @@ func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL st
 	}
 	n := termsig.Config{Logger: newLogger(tl)}.New(srcs...)
 	defer n.Stop()
+	srv.Watch(n)
 	r := &runner{
 		cfg:     cfg,
 		svc:     registryService{client.WithToken(cfg.joinToken.reveal())},
@@ -134,7 +140,10 @@ func runDemoRunner(tl *timeline, cfg config, client *registry.Client, imdsURL st
 		release: n.Release,
 		ready:   n.Ready(),
 		notify:  func(string) {}, // not under systemd
+		ops:     srv,
+		m:       newRunnerMetrics(srv.Registerer()),
 	}
+	srv.AddReadyCheck("registration", r.registrationReady)
 	return r.run()
 }
 

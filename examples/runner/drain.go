@@ -49,6 +49,7 @@ func (r *runner) drain(nt termsig.Notice) int {
 	if r.holding == nil {
 		r.tl.Printf("stopped claiming jobs")
 	}
+	r.ops.Acted(nt) // claiming has stopped; the job's SIGTERM comes next
 	if r.job != nil {
 		r.stopJob(nt, d)
 	}
@@ -163,13 +164,16 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 	defer kill.Stop()
 	defer r.beatWhileDraining()()
 	for {
+		r.ops.Tick() // the grace period may outlast /healthz's staleness
 		select {
+		case <-r.ops.Heartbeat():
 		case res := <-p.done:
 			return res
 		case <-kill.C:
 			r.tl.Printf("job %s still running: SIGKILL", p.job.ID)
 			_ = p.group.signal(syscall.SIGKILL)
 		case more := <-r.notices:
+			r.ops.Noticed(more)
 			if more.Kind.Imminent() {
 				r.keepDrained(more) // released with the first
 			}
@@ -177,9 +181,11 @@ func (r *runner) killJob(p *process, d *deadline) Result {
 			case more.Kind == termsig.Interrupt:
 				r.tl.Printf("second interrupt (%s): SIGKILL job %s now", more.Reason, p.job.ID)
 				_ = p.group.signal(syscall.SIGKILL)
+				r.ops.Acted(more)
 			case more.Kind.Imminent() && !more.Deadline.IsZero() && d.tighten(r.deadlineOf(more)):
 				r.tl.Printf("notice: %v; the deadline is now in %v, SIGKILL in %v", more, fmtDur(time.Until(d.get())), fmtDur(time.Until(killAt())))
 				kill.Reset(time.Until(killAt()))
+				r.ops.Acted(more)
 			default:
 				r.tl.Printf("notice while draining: %v", more)
 			}
@@ -226,8 +232,10 @@ func (r *runner) beatWhileDraining() (stop func()) {
 // has finished. If the CI service cannot be reached until then, both stay
 // in the state file for the next start on this host.
 func (r *runner) leave(nt termsig.Notice, d *deadline) int {
+	r.leaving = &nt
 	until := d.get().Add(-r.cfg.margin / 4)
 	err := retryUntil(until, func(ctx context.Context) error {
+		r.ops.Tick() // an attempt and its wait take at most 3 s
 		if p := r.pending; p != nil {
 			dropped, err := r.delivered(r.send(ctx, p))
 			switch {
@@ -245,12 +253,20 @@ func (r *runner) leave(nt termsig.Notice, d *deadline) int {
 	})
 	if err != nil {
 		r.tl.Printf("could not unregister runner %s before the deadline: %v; exit %d (the next start on this host removes the registration; elsewhere its lease lapses)", r.reg.ID, err, exitUnregister)
+		if p := r.pending; p != nil {
+			r.m.delivered(p.Requeue, resultFailed)
+		}
+		r.m.unregistered(resultFailed)
+		r.ops.Outcome(nt, outcomeLeftRegistered, map[string]string{"runner_id": r.reg.ID})
 		return exitUnregister
 	}
 	id := r.reg.ID
 	r.reg = Registration{}
+	r.registered.Store(false)
 	r.save()
 	r.tl.Printf("unregistered runner %s, %v before the deadline", id, fmtDur(time.Until(d.get())))
+	r.m.unregistered(resultOK)
+	r.ops.Outcome(nt, outcomeUnregistered, map[string]string{"runner_id": id})
 	r.releaseAll(d)
 	r.tl.Printf("summary: %s; notice to unregistered %v; exit %d", nt, fmtDur(r.tl.since()), exitClean)
 	return exitClean
@@ -269,9 +285,11 @@ func (r *runner) releaseAll(d *deadline) {
 	}
 	var told []string
 	for _, nt := range r.drained {
+		r.ops.Tick() // a release takes until the deadline at most
 		ctx, cancel := context.WithDeadline(context.Background(), latest(d.get(), time.Now().Add(time.Second)))
 		err := r.release(ctx, nt)
 		cancel()
+		r.m.released(err)
 		if err != nil {
 			r.tl.Printf("release %s: %v", nt, err)
 			continue

@@ -48,6 +48,7 @@ func (r *runner) holdFor(nt termsig.Notice) {
 	}
 	if first {
 		r.holding = h
+		r.ops.Acted(nt) // claiming stops
 		r.tl.mark(h.from)
 		r.tl.Printf("notice: %v", nt)
 		r.notify("STOPPING=1")

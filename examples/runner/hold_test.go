@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 	"github.com/termsig/termsig/termsigtest"
 )
 
@@ -52,7 +53,7 @@ func (w *timelineLines) String() string {
 }
 
 // wait waits for a line that matches re.
-func (w *timelineLines) wait(t *testing.T, re string) {
+func (w *timelineLines) wait(t testing.TB, re string) {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	timeout := time.After(holdTestWait)
@@ -79,7 +80,7 @@ func (w *timelineLines) wait(t *testing.T, re string) {
 
 // gate returns a FIFO for a job to wait on (read line < gate), and a
 // function that lets the job go on.
-func gate(t *testing.T) (path string, open func()) {
+func gate(t testing.TB) (path string, open func()) {
 	path = filepath.Join(t.TempDir(), "gate")
 	require.NoError(t, syscall.Mkfifo(path, 0o600))
 	// Read and write: the job's open does not wait for a writer, and the
@@ -103,7 +104,14 @@ type heldRun struct {
 // runHeld starts a runner on svc and srcs, with cfg's -max-hold, -grace
 // and -margin (the others are fast test settings). Each Release is
 // recorded in svc's order as "release SOURCE EVENT".
-func runHeld(t *testing.T, svc *fakeService, cfg config, srcs ...*termsigtest.Fake) *heldRun {
+func runHeld(t testing.TB, svc *fakeService, cfg config, srcs ...*termsigtest.Fake) *heldRun {
+	t.Helper()
+	return runHeldWith(t, svc, cfg, nil, srcs...)
+}
+
+// runHeldWith is runHeld with srv, started by the test, counting and
+// posting what the runner does and watching its loop, as realMain's does.
+func runHeldWith(t testing.TB, svc *fakeService, cfg config, srv *ops.Server, srcs ...*termsigtest.Fake) *heldRun {
 	t.Helper()
 	all := make([]termsig.Source, len(srcs))
 	for i, s := range srcs {
@@ -125,7 +133,11 @@ func runHeld(t *testing.T, svc *fakeService, cfg config, srcs ...*termsigtest.Fa
 			return n.Release(ctx, nt)
 		},
 		notify: func(string) {},
+		ops:    srv,
+		m:      newRunnerMetrics(srv.Registerer()),
 	}
+	srv.Watch(n)
+	srv.AddReadyCheck("registration", r.registrationReady)
 	go func() { h.done <- r.run() }()
 	t.Cleanup(func() {
 		select {
@@ -142,7 +154,7 @@ func runHeld(t *testing.T, svc *fakeService, cfg config, srcs ...*termsigtest.Fa
 	return h
 }
 
-func (h *heldRun) exit(t *testing.T) int {
+func (h *heldRun) exit(t testing.TB) int {
 	t.Helper()
 	select {
 	case code := <-h.done:
@@ -164,7 +176,7 @@ func heldNotice(deadline time.Time) termsig.Notice {
 }
 
 // sent waits until a notice that Fake.Send queued is on C.
-func sent(t *testing.T, delivered <-chan struct{}) {
+func sent(t testing.TB, delivered <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-delivered:

@@ -30,6 +30,7 @@ import (
 	"github.com/termsig/termsig/examples/registry"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/internal/buildinfo"
+	"github.com/termsig/termsig/internal/ops"
 	"github.com/termsig/termsig/sources"
 )
 
@@ -52,18 +53,32 @@ func realMain(args []string) int {
 		return exitClean
 	}
 	tl := newTimeline(os.Stderr)
-	if fl.demo {
-		return runDemo(tl, cfg)
-	}
-
 	log := newLogger(tl)
-	picked, err := pickSources(fl.sources, sources.Config{Logger: log, IMDS: imds.Config{Interval: fl.imdsInterval, AdvisoryInterval: fl.imdsAdvisory}})
+	var picked []termsig.Source
+	if fl.demo {
+		cfg.name = demoRunnerName
+	} else {
+		picked, err = pickSources(fl.sources, sources.Config{Logger: log, IMDS: imds.Config{Interval: fl.imdsInterval, AdvisoryInterval: fl.imdsAdvisory}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "runner:", err)
+			return exitUsage
+		}
+	}
+	// Closed last, after the Notifier has stopped: what the runner
+	// handed back is posted to the webhook by then.
+	srv, err := startOps(fl.ops, cfg.name, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runner:", err)
 		return exitUsage
 	}
+	defer srv.Close()
+	if fl.demo {
+		return runDemo(tl, cfg, srv)
+	}
+
 	n := termsig.Config{Logger: log}.New(picked...)
 	defer n.Stop()
+	srv.Watch(n)
 	tl.Printf("runner %s starting (pid %d), CI service %s, sources %s", cfg.name, os.Getpid(), fl.registry, sourceNames(picked))
 	tl.Printf("jobs run as %s", jobsRunAs(cfg.jobUser))
 	r := &runner{
@@ -75,8 +90,20 @@ func realMain(args []string) int {
 		release: n.Release,
 		ready:   n.Ready(),
 		notify:  sdNotify(tl),
+		ops:     srv,
+		m:       newRunnerMetrics(srv.Registerer()),
 	}
+	srv.AddReadyCheck("registration", r.registrationReady)
 	return r.run()
+}
+
+// startOps starts serving the metrics, probes and webhook of the ops
+// flags (--metrics-bind-address and the others), the runner's name in
+// each event the webhook posts. An error names the flag.
+func startOps(cfg ops.Config, name string, log *slog.Logger) (*ops.Server, error) {
+	cfg.Name, cfg.Logger = "runner", log
+	cfg.Webhook.Fields = map[string]string{"runner": name}
+	return ops.Start(cfg)
 }
 
 // flags are the command-line settings that are not the runner's config.
@@ -87,6 +114,7 @@ type flags struct {
 	imdsAdvisory time.Duration
 	demo         bool
 	version      bool
+	ops          ops.Config // --metrics-bind-address, --health-probe-bind-address, --webhook-*
 }
 
 // parseFlags parses the command line into the runner's config and the
@@ -118,6 +146,7 @@ func parseFlags(args []string) (config, flags, error) {
 	fs.DurationVar(&fl.imdsAdvisory, "imds-advisory-interval", 0, "IMDS polling interval for rebalance recommendations, and for the lifecycle state outside an Auto Scaling group (0: the imds default, 3s)")
 	fs.BoolVar(&fl.demo, "demo", false, "run a self-contained demo: embedded registry, fake IMDS, a spot interruption")
 	fs.BoolVar(&fl.version, "version", false, "print the version and exit")
+	fl.ops.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil || fl.version {
 		return cfg, fl, err
 	}

@@ -22,6 +22,7 @@ func (r *runner) register() (code int, ok bool) {
 	give := time.Now().Add(r.cfg.registerTimeout)
 	wait := 100 * time.Millisecond
 	for {
+		r.ops.Tick() // a try is a few calls of at most callTimeout, a wait 2 s: no Heartbeat needed
 		err := r.tryRegister()
 		if r.urgent != nil {
 			return r.leaveBeforeRegistering(*r.urgent), false
@@ -54,6 +55,7 @@ func (r *runner) tryRegister() error {
 		err := r.call(func(ctx context.Context) error { return r.svc.Heartbeat(ctx, r.reg) })
 		switch {
 		case err == nil:
+			r.registered.Store(true)
 			r.tl.Printf("resumed registration %s after re-exec", r.reg.ID)
 			return nil
 		case !errors.Is(err, ErrNotRegistered):
@@ -75,6 +77,7 @@ func (r *runner) tryRegister() error {
 		return fmt.Errorf("registering %q: %w", r.cfg.name, err)
 	}
 	r.reg = reg // registered as a notice came: leaveBeforeRegistering removes it
+	r.registered.Store(true)
 	r.save()
 	r.tl.Printf("registered as %s", reg.ID)
 	return nil
@@ -126,6 +129,7 @@ func (r *runner) leaveBeforeRegistering(nt termsig.Notice) int {
 		r.tl.Printf("held before registering: nothing to clean up")
 		r.releaseAll(&deadline{at: r.deadlineFrom(nt, time.Now())})
 	default:
+		r.ops.Acted(nt) // the runner leaves
 		r.tl.mark(nt.Observed)
 		r.tl.Printf("notice before registering: %v", nt)
 	}
@@ -147,8 +151,9 @@ func (r *runner) reRegister() (code int, ok bool) {
 		r.tl.Printf("job %s stopped (%s): the CI service has re-queued it already", p.job.ID, res.Status)
 		r.logSwept(p)
 	}
-	if r.pending != nil {
-		r.tl.Printf("dropping the result of job %s: the CI service has re-queued it already", r.pending.Job.ID)
+	if p := r.pending; p != nil {
+		r.tl.Printf("dropping the result of job %s: the CI service has re-queued it already", p.Job.ID)
+		r.m.delivered(p.Requeue, resultGone)
 	}
 	r.reg, r.pending = Registration{}, nil
 	r.save()

@@ -51,6 +51,9 @@ func (r *runner) restart() int {
 			return r.drain(nt)
 		}
 		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, runnerIDEnv+"=") })
+		// The new image listens on the same addresses: these must be
+		// free, and what the webhook has queued posted.
+		r.ops.Close()
 		err = syscall.Exec(exe, os.Args, append(env, runnerIDEnv+"="+r.reg.ID))
 	}
 	r.tl.Printf("re-exec failed: %v; exit %d so that systemd restarts the runner", err, exitReexec)
@@ -69,6 +72,7 @@ func (r *runner) stopForExec() (termsig.Notice, bool) {
 	r.stop()
 	ossignal.Stop(guard)        // no more deliveries to guard after this
 	for nt := range r.notices { // closed by stop: this ends
+		r.ops.Noticed(nt)
 		if nt.Kind.Imminent() {
 			return nt, true
 		}
@@ -79,7 +83,9 @@ func (r *runner) stopForExec() (termsig.Notice, bool) {
 		if sig == syscall.SIGINT {
 			kind = termsig.Interrupt
 		}
-		return termsig.Notice{Source: "signal", Kind: kind, Event: name, Reason: name, Signal: sig, Observed: time.Now()}, true
+		nt := termsig.Notice{Source: "signal", Kind: kind, Event: name, Reason: name, Signal: sig, Observed: time.Now()}
+		r.ops.Noticed(nt) // as the signal source would have handed it over
+		return nt, true
 	default:
 		return termsig.Notice{}, false
 	}

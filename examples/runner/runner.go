@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 )
 
 // Exit statuses. systemd counts 0 as a clean stop whatever the cause, so a
@@ -62,8 +64,16 @@ type runner struct {
 	// host (termsig.Notifier.Ready): the runner claims no job before, for
 	// at most settleFor. Nil: do not wait.
 	ready <-chan struct{}
+	// ops counts the notices and what the runner did about them, posts
+	// them to the webhook, and watches the loop for /healthz; m are the
+	// runner's own metrics. Nil: none.
+	ops *ops.Server
+	m   *runnerMetrics
 
 	settled bool // no longer waiting for ready (see settle)
+	// registered says the runner holds a live registration, for /readyz,
+	// which reads it from its own goroutine.
+	registered atomic.Bool
 
 	reg     Registration              // "" ID: none; before register returns, an earlier run's
 	job     *process                  // the job running, if any
@@ -74,6 +84,7 @@ type runner struct {
 	urgent  *termsig.Notice           // an imminent notice taken while busy: drain at once
 	holding *hold                     // a held termination: let the job finish, then leave
 	drained []termsig.Notice          // the imminent notices the drain is for, to release
+	leaving *termsig.Notice           // the notice leave goes by, for the webhook's outcomes
 	errs    map[string]string         // the last error of each kind of request, for warn
 }
 
@@ -109,6 +120,7 @@ func (r *runner) loop() int {
 	defer holdEnd.Stop()
 	lastBeat := time.Now()
 	for {
+		r.ops.Tick()
 		if code, done := r.between(); done {
 			return code
 		}
@@ -142,6 +154,8 @@ func (r *runner) loop() int {
 			holdC = holdEnd.C
 		}
 		select {
+		case <-r.ops.Heartbeat():
+			// Only for /healthz: the loop turns, and Ticks.
 		case <-readyC:
 			// What the sources saw in their first look is on C by now:
 			// a host already under notice must not take a job.
