@@ -40,6 +40,16 @@ func TestParseFlags(t *testing.T) {
 	o, err = parseFlags([]string{"-repo", "acme/app", "-runner-dir", "/opt/r", "-max-hold", "0"}, io.Discard)
 	require.NoError(t, err)
 	assert.Zero(t, o.maxHold, "-max-hold 0: a held termination hands the job back at once")
+
+	o, err = parseFlags([]string{"-repo", "acme/app", "-runner-dir", "/opt/r",
+		"--metrics-bind-address", ":9090", "-health-probe-bind-address", ":8081",
+		"--webhook-url-file", "/run/secrets/hook", "--webhook-header", "Authorization: Bearer x", "--webhook-header", "X-A: b", "--webhook-advice"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, ":9090", o.ops.MetricsAddr, "Go's flags take - or --")
+	assert.Equal(t, ":8081", o.ops.ProbeAddr)
+	assert.Equal(t, "/run/secrets/hook", o.ops.Webhook.URLFile)
+	assert.Equal(t, []string{"Authorization: Bearer x", "X-A: b"}, o.ops.Webhook.Headers)
+	assert.True(t, o.ops.Webhook.Advice)
 }
 
 func TestParseFlagsRejects(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/termsig/termsig/examples/ghrunner/internal/ghfake"
 	"github.com/termsig/termsig/examples/ghrunner/internal/supervisor"
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/internal/ops"
 )
 
 // wait bounds every wait for something that should happen at once; a pass
@@ -72,6 +73,9 @@ type world struct {
 	gh  *ghfake.Server
 	md  *imdstest.Server
 	dir string
+	// opsConfig, if set, changes the ops config of startHere's
+	// supervisor, from its flags: its clock, its staleness.
+	opsConfig func(*ops.Config)
 }
 
 func newWorld(t testing.TB, latency time.Duration) *world {
@@ -106,13 +110,20 @@ type proc struct {
 	done    chan struct{}
 	status  int
 	started time.Time
+	srv     *ops.Server // startHere's; nil for a process
 }
 
 // start runs ghrunner with the default flags and extra ones (later ones
 // win).
 func (w *world) start(extra ...string) *proc {
 	w.t.Helper()
-	cmd := exec.Command(ghrunnerBin, append(w.defaultArgs(), extra...)...)
+	return w.startBin(ghrunnerBin, extra...)
+}
+
+// startBin is start with another build of ghrunner.
+func (w *world) startBin(bin string, extra ...string) *proc {
+	w.t.Helper()
+	cmd := exec.Command(bin, append(w.defaultArgs(), extra...)...)
 	cmd.Env = append(os.Environ(), tokenEnv+"="+testToken, "AWS_EC2_METADATA_SERVICE_ENDPOINT="+w.md.URL, allowRootEnv+"=1")
 	p := &proc{t: w.t, cmd: cmd, stderr: newLogBuffer(), stdout: newLogBuffer(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr

@@ -26,7 +26,9 @@ import (
 )
 
 // startHere runs ghrunner's supervisor in this process with the default
-// flags and extra ones, and srcs as its only notice sources.
+// flags and extra ones, and srcs as its only notice sources. Its ops
+// server (p.srv) outlives it, until the test ends, so that a test can
+// scrape it once the supervisor has returned.
 func (w *world) startHere(srcs []termsig.Source, extra ...string) *proc {
 	w.t.Helper()
 	w.t.Setenv(tokenEnv, testToken)
@@ -35,10 +37,15 @@ func (w *world) startHere(srcs []termsig.Source, extra ...string) *proc {
 	require.NoError(w.t, err)
 	p := &proc{t: w.t, stderr: newLogBuffer(), stdout: newLogBuffer(), done: make(chan struct{}), started: time.Now()}
 	log := newLogger(p.stderr, o.logFormat)
+	if w.opsConfig != nil {
+		w.opsConfig(&o.ops)
+	}
+	p.srv, err = startOps(o, log)
+	require.NoError(w.t, err)
 	n := termsig.Config{Logger: log}.New(srcs...)
 	go func() {
 		defer close(p.done)
-		p.status = supervise(o, log, n, p.stdout)
+		p.status = supervise(o, log, n, p.stdout, p.srv)
 	}()
 	w.t.Cleanup(func() {
 		// A supervisor still running (a test that failed) ends with its
@@ -52,6 +59,7 @@ func (w *world) startHere(srcs []termsig.Source, extra ...string) *proc {
 			w.t.Errorf("the supervisor has not returned after %v", wait)
 		}
 		n.Stop()
+		p.srv.Close()
 		if w.t.Failed() || os.Getenv("GHRUNNER_TEST_LOG") != "" {
 			w.t.Logf("ghrunner's log:\n%s\nstdout:\n%s", p.stderr, p.stdout)
 		}

@@ -5,10 +5,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,4 +120,68 @@ func report(b *testing.B, name string, d []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(d[(len(d)+1)/2-1]), name+"-p50-ms") // the median, by nearest rank
 	b.ReportMetric(ms(d[len(d)-1]), name+"-max-ms")
+}
+
+// BenchmarkNoticeToWebhook measures, with apiLatency per API call and a
+// job running, the time from SIGTERM sent to ghrunner to a webhook
+// receiver on loopback having the notice's POST, the "re-run requested"
+// and the "unregistered" ones (the latter two wait for the cleanup's API
+// calls). Each iteration is a fresh fake GitHub and ghrunner. Run with
+// -benchtime 20x.
+func BenchmarkNoticeToWebhook(b *testing.B) {
+	type arrival struct {
+		text string
+		at   time.Time
+	}
+	got := make(chan arrival, 16)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
+		var body struct{ Text string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got <- arrival{body.Text, at}
+	}))
+	defer rcv.Close()
+	var notice, rerun, unregistered []time.Duration
+	for range b.N {
+		w := newWorld(b, apiLatency)
+		p, _, _ := w.startWithJob("-poll", "1s", "--webhook-url", rcv.URL)
+		p.logLine("the runner runs")
+		sentAt := time.Now()
+		p.signal(syscall.SIGTERM)
+		for range 3 {
+			var a arrival
+			select {
+			case a = <-got:
+			case <-time.After(wait):
+				b.Fatal("the webhook got no more POSTs")
+			}
+			switch d := a.at.Sub(sentAt); {
+			case strings.HasPrefix(a.text, "ghrunner: signal: terminate"):
+				notice = append(notice, d)
+			case strings.HasPrefix(a.text, "ghrunner: "+supervisor.OutcomeRerun+": "):
+				rerun = append(rerun, d)
+			case strings.HasPrefix(a.text, "ghrunner: "+supervisor.OutcomeUnregistered+": "):
+				unregistered = append(unregistered, d)
+			default:
+				b.Fatalf("unexpected POST %q", a.text)
+			}
+		}
+		if st := p.exit(); st != supervisor.ExitOK {
+			b.Fatalf("exit status %d", st)
+		}
+	}
+	b.StopTimer()
+	reportQuantiles(b, "notice→posted", notice)
+	reportQuantiles(b, "notice→rerun-posted", rerun)
+	reportQuantiles(b, "notice→unregistered-posted", unregistered)
+}
+
+// reportQuantiles reports the p50 and p99 of d (by nearest rank) in
+// milliseconds.
+func reportQuantiles(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	rank := func(q float64) time.Duration { return d[max(int(math.Ceil(q*float64(len(d))))-1, 0)] }
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(rank(0.5)), name+"-p50-ms")
+	b.ReportMetric(ms(rank(0.99)), name+"-p99-ms")
 }

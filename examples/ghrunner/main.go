@@ -31,6 +31,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/internal/buildinfo"
+	"github.com/termsig/termsig/internal/ops"
 	"github.com/termsig/termsig/signal"
 	"github.com/termsig/termsig/sources"
 
@@ -72,7 +73,8 @@ type options struct {
 	setupTime   time.Duration // the longest the start (stale registration, config.sh) may take
 	logFormat   string
 	imdsEvery   time.Duration
-	version     bool // -version: print the version line and exit
+	version     bool       // -version: print the version line and exit
+	ops         ops.Config // --metrics-bind-address, --health-probe-bind-address, --webhook-*
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
@@ -97,13 +99,38 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ghrunner:", err)
 		return exitUsage
 	}
+	// Closed last, after the Notifier has stopped: what the cleanup did
+	// is posted to the webhook by then.
+	srv, err := startOps(o, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "ghrunner:", err)
+		return exitUsage
+	}
+	defer srv.Close()
 	n := termsig.Config{Logger: log}.New(srcs...)
 	defer n.Stop()
-	return supervise(o, log, n, stdout)
+	return supervise(o, log, n, stdout, srv)
 }
 
-// supervise runs the runner of o, with the notices of n.
-func supervise(o *options, log *slog.Logger, n *termsig.Notifier, stdout io.Writer) int {
+// startOps starts serving the metrics, probes and webhook of the ops
+// flags (--metrics-bind-address and the others), the runner's name and
+// its repository or organisation in each event the webhook posts. An
+// error names the flag.
+func startOps(o *options, log *slog.Logger) (*ops.Server, error) {
+	cfg := o.ops
+	cfg.Name, cfg.Logger = "ghrunner", log
+	cfg.Webhook.Fields = map[string]string{"runner": o.name}
+	if o.org != "" {
+		cfg.Webhook.Fields["org"] = o.org
+	} else {
+		cfg.Webhook.Fields["repo"] = o.owner + "/" + o.repo
+	}
+	return ops.Start(cfg)
+}
+
+// supervise runs the runner of o, with the notices of n; srv gets its
+// metrics, probes and webhook events (nil: none).
+func supervise(o *options, log *slog.Logger, n *termsig.Notifier, stdout io.Writer, srv *ops.Server) int {
 	return supervisor.Run(supervisor.Config{
 		Dir: &runner.Dir{Path: o.runnerDir, User: o.runAs, Output: stdout},
 		Runner: runner.Options{
@@ -122,6 +149,7 @@ func supervise(o *options, log *slog.Logger, n *termsig.Notifier, stdout io.Writ
 		RerunAll:     o.rerunAll,
 		MaxAttempts:  o.maxAttempts,
 		MaxHold:      o.maxHold,
+		Ops:          srv,
 	}, n)
 }
 
@@ -155,6 +183,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	o.ops.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

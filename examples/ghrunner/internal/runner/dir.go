@@ -23,6 +23,11 @@ type Dir struct {
 	Path   string
 	User   *User     // config.sh and run.sh run as this user; nil: as ghrunner's
 	Output io.Writer // where config.sh's and run.sh's output goes; nil: discarded
+	// OnJob, if set, is told what run.sh's listener says of its jobs: ""
+	// when it takes one, the result ("Succeeded", "Canceled") when one
+	// completes. It runs on the goroutine that reads run.sh's output,
+	// after the Process's state has changed: it must return at once.
+	OnJob func(result string)
 }
 
 func (d *Dir) output() io.Writer {

@@ -36,6 +36,7 @@ type Process struct {
 	ended   int            // how many jobs it said completed
 	results map[int]string // the result it said of its n-th job
 	changed chan struct{}
+	onJob   func(result string) // Dir.OnJob; nil: none
 }
 
 // maxLine is the longest output line parsed; longer ones are copied in
@@ -64,7 +65,7 @@ func (d *Dir) Start() (*Process, error) {
 		r.Close()
 		return nil, fmt.Errorf("start run.sh: %w", err)
 	}
-	p := &Process{pid: cmd.Process.Pid, done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	p := &Process{pid: cmd.Process.Pid, done: make(chan struct{}), changed: make(chan struct{}, 1), onJob: d.OnJob}
 	read := make(chan struct{})
 	out := d.output()
 	go func() {
@@ -151,14 +152,15 @@ var (
 // parse follows the listener's lines about its jobs.
 func (p *Process) parse(line []byte) {
 	line = bytes.TrimRight(line, "\r\n")
+	var result string
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if m := completedLine.FindSubmatch(line); m != nil {
+		result = string(m[2])
 		if p.busy {
 			if p.results == nil {
 				p.results = map[int]string{}
 			}
-			p.results[p.started] = string(m[2])
+			p.results[p.started] = result
 		}
 		p.busy, p.job = false, ""
 		p.ended++
@@ -166,7 +168,12 @@ func (p *Process) parse(line []byte) {
 		p.busy, p.job = true, string(m[1])
 		p.started++
 	} else {
+		p.mu.Unlock()
 		return
+	}
+	p.mu.Unlock()
+	if p.onJob != nil {
+		p.onJob(result)
 	}
 	select {
 	case p.changed <- struct{}{}:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +103,7 @@ var (
 // cannot wait; a hold under way ends, and its notices are released with
 // nt's.
 func (s *supervisor) startDrain(nt termsig.Notice) {
+	s.ops.Acted(nt)
 	s.beginDrain(nt, append([]termsig.Notice{nt}, s.stopHold()...), false)
 }
 
@@ -160,6 +162,7 @@ func (d *drain) tighten(nt termsig.Notice) {
 	d.spare = min(d.spare, time.Until(end)/3)
 	close(d.moved)
 	d.moved = make(chan struct{})
+	d.s.ops.Acted(nt) // the steps under way start again by the new end
 	d.s.log.Warn("ghrunner: an earlier deadline: the cleanup's end moves forward", "notice", nt, "end_in", time.Until(end).Round(time.Millisecond))
 }
 
@@ -279,8 +282,15 @@ func (d *drain) run() int {
 			name: fmt.Sprintf("remove the registration of runner %d", s.reg.ID),
 			err:  fmt.Errorf("kept, so that the next start of a runner named %q re-runs the job run.sh was interrupted in, which was not found", s.cfg.Runner.Name),
 		})
+		s.m.unregistered(resultKept)
 	default:
-		wg.Go(func() { _ = d.doBy(fmt.Sprintf("remove the registration of runner %d", s.reg.ID), byEnd, s.unregister) })
+		wg.Go(func() {
+			err := d.doBy(fmt.Sprintf("remove the registration of runner %d", s.reg.ID), byEnd, s.unregister)
+			s.m.unregistered(okOr(err))
+			if err == nil {
+				s.ops.Outcome(d.nt, OutcomeUnregistered, map[string]string{"runner_id": strconv.FormatInt(s.reg.ID, 10)})
+			}
+		})
 	}
 	for _, j := range jobs {
 		d.rerun(j)
@@ -443,6 +453,17 @@ func (d *drain) stopChild() error {
 // and the wait take half the spare time left after the kill.
 func (d *drain) rerun(j *ghapi.Job) {
 	s := d.s
+	result := resultFailed // until it is known
+	defer func() {
+		if result != "" {
+			s.m.rerun(result)
+		}
+		if result == resultOK {
+			s.ops.Outcome(d.nt, OutcomeRerun, map[string]string{
+				"repo": j.Repo.String(), "run": strconv.FormatInt(j.Run, 10), "attempt": strconv.FormatInt(j.Attempt+1, 10), "job": j.Name,
+			})
+		}
+	}()
 	wait := byKill
 	if d.killed {
 		wait = byHalfSpare
@@ -461,14 +482,27 @@ func (d *drain) rerun(j *ghapi.Job) {
 		d.record(step{name: fmt.Sprintf("re-run run %d", j.Run), err: errors.New("not tried: the run has not completed")})
 		return
 	}
-	_ = d.doBy(fmt.Sprintf("re-run run %d", j.Run), byEnd, func(ctx context.Context) error {
+	err := d.doBy(fmt.Sprintf("re-run run %d", j.Run), byEnd, func(ctx context.Context) error {
 		// The job may have ended by itself before the cancel reached it:
 		// only one that was cancelled or lost is handed back.
-		if handBack, err := d.interrupted(ctx, j); err != nil || !handBack {
+		handBack, err := d.interrupted(ctx, j)
+		if err != nil || !handBack {
+			result = "" // not a re-run, unless err
 			return err
 		}
-		return s.rerunRun(ctx, j)
+		requested, err := s.rerunRun(ctx, j)
+		switch {
+		case err != nil:
+		case requested:
+			result = resultOK
+		default:
+			result = resultMaxAttempts
+		}
+		return err
 	})
+	if err != nil {
+		result = resultFailed
+	}
 }
 
 // interrupted reports whether j's run is to be handed back: ghrunner's
@@ -500,6 +534,7 @@ func (s *supervisor) unregister(ctx context.Context) error {
 	for {
 		gone, err := s.api.RemoveRunner(ctx, s.reg.ID)
 		if err == nil {
+			s.registered.Store(false)
 			if gone {
 				s.log.Info("ghrunner: the registration was gone already", "runner_id", s.reg.ID)
 			}
@@ -520,10 +555,11 @@ func (s *supervisor) unregister(ctx context.Context) error {
 func (d *drain) summary() int {
 	d.stepsMu.Lock()
 	defer d.stepsMu.Unlock()
-	var failed []string
+	var failed, names []string
 	for _, s := range d.steps {
 		if s.err != nil {
 			failed = append(failed, s.name+": "+s.err.Error())
+			names = append(names, s.name) // for the webhook: not the API's answers
 		}
 	}
 	d.releaseAll()
@@ -532,6 +568,7 @@ func (d *drain) summary() int {
 		return ExitOK
 	}
 	d.s.log.Error("ghrunner: cleanup unfinished", "t", d.since(), "unfinished", strings.Join(failed, "; "))
+	d.s.ops.Outcome(d.nt, OutcomeUnfinished, map[string]string{"steps": strings.Join(names, "; ")})
 	return ExitDeadline
 }
 
@@ -557,7 +594,9 @@ func (d *drain) releaseAll() {
 	var wg sync.WaitGroup
 	for _, nt := range nts {
 		wg.Go(func() {
-			if err := d.s.release(ctx, nt); err != nil {
+			err := d.s.release(ctx, nt)
+			d.s.m.released(err)
+			if err != nil {
 				d.s.log.Warn("ghrunner: release", "notice", nt, "err", err)
 			} else if nt.Held {
 				d.s.log.Info("ghrunner: released the hold", "notice", nt)

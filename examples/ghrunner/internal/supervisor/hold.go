@@ -26,6 +26,7 @@ type hold struct {
 	// that says where the hold stands, and the one released.
 	latest map[holdKey]termsig.Notice
 	order  []holdKey // the keys of latest, in the order they came
+	job    string    // the job run.sh ran when the hold began, for the webhook
 }
 
 type holdKey struct{ source, event string }
@@ -106,6 +107,8 @@ func (s *supervisor) held(nt termsig.Notice) {
 			return
 		}
 		s.hold = s.newHold(nt)
+		_, s.hold.job, _ = s.child.State()
+		s.ops.Acted(nt) // the job's hand-back is set for the hold's end
 		// The cleanup after the job replaces a restart that waited for it.
 		s.reloading = false
 	}
@@ -136,6 +139,9 @@ func (s *supervisor) endHold(jobEnded bool) {
 	nt.Observed = time.Now()
 	if jobEnded {
 		s.log.Info("ghrunner: the job ended within the hold: cleaning up", "notice", nt)
+		if res := s.child.Result(s.child.JobsStarted()); res != "" {
+			s.ops.Outcome(nt, OutcomeJobFinished, map[string]string{"job": s.hold.job, "result": res})
+		}
 	} else {
 		s.log.Warn("ghrunner: the hold's end is near and the job still runs: handing it back, as for a hard notice", "notice", nt)
 	}

@@ -76,29 +76,37 @@ func (s *supervisor) recoverStale(ctx context.Context, r ghapi.Runner) {
 		}
 		cancel()
 		if err != nil {
+			s.m.rerun(resultFailed)
 			s.log.Warn("ghrunner: the stale runner's run did not end; not re-run", "job", j, "err", err)
 			return
 		}
 	}
-	if err := s.rerunRun(ctx, j); err != nil {
+	requested, err := s.rerunRun(ctx, j)
+	switch {
+	case err != nil:
+		s.m.rerun(resultFailed)
 		s.log.Warn("ghrunner: cannot re-run the stale runner's job", "job", j, "err", err)
-		return
+	case requested:
+		s.m.rerun(resultOK)
+	default:
+		s.m.rerun(resultMaxAttempts)
 	}
 }
 
 // rerunRun re-runs j's run, unless it has had -max-attempts attempts (a
 // job that kills its machine, or forges the annotations of a lost one, is
-// not re-run for ever); that is logged, and not an error.
-func (s *supervisor) rerunRun(ctx context.Context, j *ghapi.Job) error {
+// not re-run for ever); that is logged, and not an error: requested is
+// false then.
+func (s *supervisor) rerunRun(ctx context.Context, j *ghapi.Job) (requested bool, err error) {
 	if j.Attempt >= s.cfg.MaxAttempts {
 		s.log.Warn("ghrunner: the run is not re-run: it has had -max-attempts attempts", "job", j, "max_attempts", s.cfg.MaxAttempts)
-		return nil
+		return false, nil
 	}
 	if err := s.api.Rerun(ctx, j, s.cfg.RerunAll); err != nil {
-		return err
+		return false, err
 	}
 	s.log.Info("ghrunner: re-run requested", "job", j, "rerun", rerunWhat(s.cfg.RerunAll), "new_attempt", j.Attempt+1)
-	return nil
+	return true, nil
 }
 
 // waitCompleted asks every -poll whether j's run has completed.

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 
 	"github.com/termsig/termsig/examples/ghrunner/internal/ghapi"
 	"github.com/termsig/termsig/examples/ghrunner/internal/runner"
@@ -23,12 +25,17 @@ const (
 	ExitDeadline = 3 // the deadline came before the cleanup was done
 )
 
-// Config is what Run needs. Every field is required, but Logger.
+// Config is what Run needs. Every field is required, but Logger and Ops.
 type Config struct {
-	Dir    *runner.Dir    // the runner's directory, user and output
+	Dir    *runner.Dir    // the runner's directory, user and output; Run counts its jobs (Dir.OnJob, on a copy)
 	Runner runner.Options // config.sh's options: its URL, name, labels, ephemeral
 	API    *ghapi.Client  // the runner's repository or organisation
 	Logger *slog.Logger   // nil: no log
+	// Ops counts the notices and what Run does about them (on its
+	// Registerer, ghrunner's own metrics), posts them to its webhook, and
+	// serves /healthz (Run's loop turns) and /readyz (the runner is
+	// registered). Nil: none of it.
+	Ops *ops.Server
 
 	// Margin is kept before a notice's deadline: the cleanup ends this
 	// much earlier.
@@ -68,7 +75,13 @@ func Run(cfg Config, n *termsig.Notifier) int {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &supervisor{cfg: cfg, log: cfg.Logger, api: cfg.API, notices: n.C(), release: n.Release}
+	s := &supervisor{cfg: cfg, log: cfg.Logger, api: cfg.API, notices: n.C(), release: n.Release,
+		ops: cfg.Ops, m: newMetrics(cfg.Ops.Registerer())}
+	dir := *cfg.Dir
+	dir.OnJob = s.m.job
+	s.cfg.Dir = &dir
+	cfg.Ops.Watch(n)
+	cfg.Ops.AddReadyCheck("registration", s.registrationReady)
 	return s.run()
 }
 
@@ -79,9 +92,14 @@ type supervisor struct {
 	api     *ghapi.Client
 	notices <-chan termsig.Notice
 	release func(context.Context, termsig.Notice) error
+	ops     *ops.Server // nil: none
+	m       *metrics    // nil: none
 
 	reg   *runner.Registration // this run's registration, once config.sh has made it
 	child *runner.Process      // run.sh, once started
+	// registered says reg is live and run.sh runs, for /readyz, which
+	// reads it from its own goroutine.
+	registered atomic.Bool
 
 	reloading  bool        // a Reload waits for the current job to end
 	restarting bool        // run.sh was interrupted to be started again
@@ -110,6 +128,7 @@ func (s *supervisor) run() int {
 		s.log.Error("ghrunner: cannot start the runner", "err", err)
 		return ExitFailed
 	}
+	s.registered.Store(true)
 	s.reloadKill = stoppedTimer()
 	defer s.reloadKill.Stop()
 	s.holdTimer = stoppedTimer()
@@ -119,12 +138,15 @@ func (s *supervisor) run() int {
 	defer wg.Wait()
 	defer stopLookups()
 	for {
+		s.ops.Tick()
 		select {
+		case <-s.ops.Heartbeat():
 		case nt, ok := <-s.notices:
 			if !ok {
 				s.notices = nil
 				continue
 			}
+			s.ops.Noticed(nt)
 			if s.notice(nt); s.drain != nil {
 				return s.awaitDrain() // the drain has run.sh now
 			}
@@ -157,12 +179,15 @@ func (s *supervisor) run() int {
 // earlier deadline brings its end forward).
 func (s *supervisor) awaitDrain() int {
 	for {
+		s.ops.Tick()
 		select {
+		case <-s.ops.Heartbeat():
 		case nt, ok := <-s.notices:
 			if !ok {
 				s.notices = nil
 				continue
 			}
+			s.ops.Noticed(nt)
 			s.notice(nt)
 		case code := <-s.drain.done:
 			return code
@@ -207,12 +232,15 @@ func (s *supervisor) setUp() (*termsig.Notice, error) {
 // a Reload has nothing to restart yet.
 func (s *supervisor) watchDuringSetUp(ctx context.Context, early chan<- termsig.Notice, cancel context.CancelCauseFunc) {
 	for {
+		s.ops.Tick() // the set-up's loop is this one
 		select {
+		case <-s.ops.Heartbeat():
 		case nt, ok := <-s.notices:
 			if !ok {
 				s.notices = nil
 				return
 			}
+			s.ops.Noticed(nt)
 			if nt.Kind.Imminent() {
 				early <- nt
 				cancel(fmt.Errorf("notice: %v", nt))
@@ -352,7 +380,9 @@ func (s *supervisor) ended(status int) int {
 		return ExitFailed
 	}
 	s.log.Info("ghrunner: the ephemeral runner has run its job", "status", status)
-	if err := s.unregisterHeeding(); err != nil {
+	err := s.unregisterHeeding()
+	s.m.unregistered(okOr(err))
+	if err != nil {
 		s.log.Error("ghrunner: cannot remove the registration", "runner_id", s.reg.ID, "err", err)
 		return ExitFailed
 	}
@@ -388,7 +418,9 @@ func (s *supervisor) unregisterHeeding() error {
 // end forward: the try under way is to end, and another to start.
 func (s *supervisor) awaitUnregister(done <-chan error, seen *[]termsig.Notice, end *time.Time) (moved bool, err error) {
 	for {
+		s.ops.Tick()
 		select {
+		case <-s.ops.Heartbeat():
 		case err := <-done:
 			return false, err
 		case nt, ok := <-s.notices:
@@ -396,12 +428,14 @@ func (s *supervisor) awaitUnregister(done <-chan error, seen *[]termsig.Notice, 
 				s.notices = nil
 				continue
 			}
+			s.ops.Noticed(nt)
 			if !nt.Kind.Imminent() {
 				continue
 			}
 			s.log.Warn("ghrunner: imminent notice while removing the registration", "notice", nt)
 			*seen = append(*seen, nt)
 			if e := s.endOf(nt); e.Before(*end) {
+				s.ops.Acted(nt) // the removal starts again by the earlier end
 				*end = e
 				return true, nil
 			}

@@ -14,5 +14,7 @@ import (
 func TestRerunStopsAtMaxAttempts(t *testing.T) {
 	s := &supervisor{cfg: Config{MaxAttempts: 5}, log: slog.New(slog.DiscardHandler)}
 	// s.api is nil: a call would panic.
-	assert.NoError(t, s.rerunRun(t.Context(), &ghapi.Job{Run: 1, Attempt: 5}))
+	requested, err := s.rerunRun(t.Context(), &ghapi.Job{Run: 1, Attempt: 5})
+	assert.NoError(t, err)
+	assert.False(t, requested)
 }
