@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/termsig/termsig"
+	"github.com/termsig/termsig/internal/ops"
 )
 
 // An action is what kubedrain does for a kind of notice.
@@ -82,6 +83,12 @@ type controller struct {
 	// release lets the platform go ahead once the drain for a held
 	// termination is over (Notifier.Release); nil releases nothing.
 	release func(context.Context, termsig.Notice) error
+	// srv counts the notices, serves the probes and posts to the
+	// webhook; nil does nothing.
+	srv *ops.Server
+	// drainFor is the latest notice to drain for: the drain's duration
+	// counts from its Observed, and its outcome is posted about it.
+	drainFor termsig.Notice
 
 	view    record               // the reasons of this run's notices
 	ends    map[string]time.Time // when each drain reason's drain ends
@@ -229,6 +236,7 @@ func (c *controller) actionFor(k termsig.Kind) action {
 
 // handle acts on one notice.
 func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
+	c.srv.Noticed(nt)
 	if nt.Kind == termsig.Cleared {
 		c.clear(ctx, nt)
 		return
@@ -260,6 +268,9 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 	// The drain starts now, and waits for the cordon below at most
 	// cordonWait: pods evicted before it could be scheduled right back.
 	cordoned := make(chan struct{})
+	if r.Drain {
+		c.drainFor = nt
+	}
 	c.follow(ctx, fresh && r.Drain, cordoned)
 	up, err := c.write(ctx, pending{key: k, imminent: r.Kind.Imminent(), apply: func(rec *record, node *corev1.Node) {
 		if rec.add(r) && r.Kind.Imminent() {
@@ -267,6 +278,9 @@ func (c *controller) handle(ctx context.Context, nt termsig.Notice) {
 		}
 	}})
 	close(cordoned)
+	// The cordon is kubedrain's first action on a notice (the drain
+	// waits for it).
+	c.srv.Acted(nt)
 	if err != nil {
 		return // pending: logged by flush, reported when it is written
 	}
@@ -362,6 +376,9 @@ func (c *controller) clear(ctx context.Context, nt termsig.Notice) {
 	}})
 	if err == nil {
 		c.report(ctx, up, nt.String())
+		if up.uncordoned {
+			c.srv.Outcome(nt, "uncordoned", nil)
+		}
 	}
 	c.follow(ctx, false, nil)
 }
@@ -500,6 +517,7 @@ func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, ho
 	d.timer = time.AfterFunc(time.Until(end), func() { cancel(errDrainEnd) })
 	c.drain = d
 	log := c.log.With("drain", c.view.String())
+	nt := c.drainFor
 	go func() {
 		defer close(d.done)
 		defer cancel(nil)
@@ -516,6 +534,9 @@ func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, ho
 		}
 		rep, err := c.evictor.drain(dctx, d.deadlineNow, log)
 		held := d.evicted()
+		if !errors.Is(err, context.Canceled) {
+			c.drained(nt, rep, err)
+		}
 		switch {
 		case errors.Is(err, context.Canceled):
 			log.Info("kubedrain: drain stopped", "evicted", rep.Evicted, "gone", rep.Gone)
@@ -550,6 +571,32 @@ func (c *controller) startDrain(ctx context.Context, end, deadline time.Time, ho
 			log.Warn("kubedrain: pods still terminating at the drain's end", "err", err)
 		}
 	}()
+}
+
+// drained counts the end of a drain's evictions for nt, which ended with
+// rep and err (the pods could not be listed), and posts its outcome:
+// "drained" when no pod that should go is left, else "pods left".
+func (c *controller) drained(nt termsig.Notice, rep drainReport, err error) {
+	left, pods := rep.Refused+rep.Failed, fmt.Sprint(rep.Refused+rep.Failed)
+	if err != nil {
+		left, pods = -1, "unknown"
+	}
+	seconds := -1.0 // not known: a notice not from a Notifier
+	if !nt.Observed.IsZero() {
+		seconds = max(c.now().Sub(nt.Observed).Seconds(), 0)
+	}
+	c.kube.m.drained(seconds, left)
+	outcome, fields := "drained", map[string]string{"evicted": fmt.Sprint(rep.Evicted), "pods_left": pods}
+	if left != 0 {
+		outcome = "pods left"
+	}
+	if err != nil {
+		fields["error"] = err.Error()
+	}
+	if c.kube.dryRun {
+		fields["dry_run"] = "true"
+	}
+	c.srv.Outcome(nt, outcome, fields)
 }
 
 // stopDrain cancels the drain under way, if any, and waits for it. A

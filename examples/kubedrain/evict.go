@@ -218,6 +218,7 @@ func stopped(ctx context.Context) bool {
 func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline func() time.Time, log *slog.Logger) outcome {
 	if e.kube.dryRun {
 		log.Info("kubedrain: dry run: would evict", "pod", podName(pod), "grace", gracePeriod(pod, deadline(), e.now(), e.margin))
+		e.kube.m.evicted(resultDryRun)
 		return evicted
 	}
 	var (
@@ -251,9 +252,16 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod, deadline func() ti
 		lastErr = err
 		return false
 	}) {
+		e.kube.m.evicted(out.String())
 		return out
 	}
-	return e.leave(pod, lastErr, log)
+	out = e.leave(pod, lastErr, log)
+	if !stopped(ctx) {
+		// A drain stopped (kubedrain stopping, or a drain started anew)
+		// has not seen its evictions end.
+		e.kube.m.evicted(out.String())
+	}
+	return out
 }
 
 // pods lists the pods of the node, trying again after an error that may

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ import (
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/internal/buildinfo"
+	"github.com/termsig/termsig/internal/ops"
 	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/sources"
 )
@@ -63,6 +65,9 @@ type options struct {
 	exempt        labels.Selector // --pod-selector-exempt: pods never evicted; nil selects none
 	self          types.NamespacedName
 	version       bool // --version: print the version line and exit
+	// ops are --metrics-bind-address, --health-probe-bind-address and the
+	// --webhook-* flags.
+	ops ops.Config
 }
 
 const usageLine = "usage: kubedrain [--node NAME] [--kubeconfig FILE] [--sources S,...] [--on-rebalance A] [--on-maintenance A] [--margin D] [--pod-selector-exempt SELECTOR] [--dry-run] [flags]"
@@ -88,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.imdsEvery, "imds-interval", 0, "IMDS polling interval for spot interruptions (0: the imds default, 1s)")
 	fs.DurationVar(&o.imdsAdvice, "imds-advisory-interval", 0, "IMDS polling interval for rebalance recommendations (0: the imds default, 3s)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	(&o.ops).RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -148,19 +154,29 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	// client-go logs through klog: the same handler keeps stderr one
 	// format.
 	klog.SetSlogLogger(log)
+	o.ops.Name, o.ops.Logger = "kubedrain", log
+	o.ops.Webhook.Fields = map[string]string{"node": o.node}
+	srv, err := ops.Start(o.ops)
+	if err != nil {
+		fmt.Fprintf(stderr, "kubedrain: %v\n%s\n", err, usageLine)
+		return 2
+	}
+	// Closed after run, which waits for the drain under way: the
+	// outcomes it posts are sent.
+	defer srv.Close()
 	// kubedrain's own SIGTERM (its pod deleted, a rolling update) ends
 	// kubedrain, not the node: the signals are not a notice source here,
 	// and the next kubedrain pod takes over from the node's record.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, log); err != nil {
+	if err := run(ctx, o, log, srv); err != nil {
 		log.Error("kubedrain: " + err.Error())
 		return 1
 	}
 	return 0
 }
 
-func run(ctx context.Context, o *options, log *slog.Logger) error {
+func run(ctx context.Context, o *options, log *slog.Logger, srv *ops.Server) error {
 	client, err := newClient(o.kubeconfig)
 	if err != nil {
 		return err
@@ -174,10 +190,23 @@ func run(ctx context.Context, o *options, log *slog.Logger) error {
 	// channel, not for the API server.
 	n := termsig.Config{Logger: log}.New(srcs...)
 	defer n.Stop()
-	if err := checkNode(ctx, client, o.node, log); err != nil {
+	srv.Watch(n)
+	c := newController(o, client, log)
+	c.srv = srv
+	c.kube.m = newMetrics(srv.Registerer())
+	srv.AddReadyCheck("node", c.kube.read.check)
+	var reading sync.WaitGroup
+	defer reading.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := checkNode(ctx, c.kube, log); err != nil {
 		return err
 	}
-	c := newController(o, client, log)
+	if !c.kube.read.done() {
+		// The API server did not answer: read the node again in the
+		// background, for /readyz.
+		reading.Go(func() { c.kube.readUntilDone(ctx, time.Second, 30*time.Second, log) })
+	}
 	c.healthy = healthyIn(n)
 	c.release = n.Release
 	names := make([]string, len(srcs))
@@ -256,13 +285,14 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 // may read it, so that a wrong name or missing permissions show at once
 // rather than when the machine is going away. An API server that cannot
 // be reached now is logged, and kubedrain goes on: its writes are retried.
-func checkNode(ctx context.Context, client kubernetes.Interface, node string, log *slog.Logger) error {
+func checkNode(ctx context.Context, k *kube, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	_, err := k.client.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+	k.read.got(err)
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return fmt.Errorf("node %s: %w", node, err)
+		return fmt.Errorf("node %s: %w", k.node, err)
 	case err != nil && !errors.Is(err, context.Canceled):
 		log.Warn("kubedrain: the API server does not answer; going on", "err", err)
 	}

@@ -29,12 +29,17 @@ type kube struct {
 	instance string
 	dryRun   bool
 	log      *slog.Logger
+	// m counts the node's changes and the evictions; nil counts nothing.
+	m *metrics
+	// read is the readiness of kubedrain's first read of the node.
+	read nodeRead
 }
 
 // An update is what kube.update did.
 type update struct {
 	rec        record // the record as written
 	cordoned   bool   // kubedrain set spec.unschedulable just now
+	tainted    bool   // kubedrain set its taint, or changed its value, just now
 	uncordoned bool   // kubedrain lifted its own cordon just now
 	untainted  bool   // kubedrain removed its taint just now
 	lifted     bool   // an operator had uncordoned the node under kubedrain's reasons
@@ -61,6 +66,7 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 	var up update
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := k.client.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		k.read.got(err)
 		if err != nil {
 			return err
 		}
@@ -95,6 +101,9 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 		up.cordoned = !node.Spec.Unschedulable && rec.holds()
 		up.uncordoned = node.Spec.Unschedulable && !rec.holds() && ours
 		up.untainted = !rec.holds() && slices.ContainsFunc(node.Spec.Taints, isOurs)
+		if rec.holds() {
+			_, up.tainted = withTaint(node.Spec.Taints, &corev1.Taint{Key: TaintKey, Value: rec.strongest().String(), Effect: corev1.TaintEffectNoSchedule})
+		}
 		if k.dryRun {
 			k.log.Info("kubedrain: dry run: would patch the node", "patch", string(patch))
 			return nil
@@ -105,6 +114,9 @@ func (k *kube) update(ctx context.Context, change func(*record, *corev1.Node)) (
 		}
 		return err
 	})
+	if !errors.Is(err, context.Canceled) {
+		k.m.wrote(up, err, k.dryRun)
+	}
 	if err != nil {
 		return up, fmt.Errorf("update node %s: %w", k.node, err)
 	}

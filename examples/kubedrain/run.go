@@ -28,10 +28,14 @@ func (c *controller) run(ctx context.Context, notices <-chan termsig.Notice, rea
 		c.releasing.Wait()
 	}()
 	var recheck <-chan time.Time
+	heartbeat := c.srv.Heartbeat() // nil without probes: never ready
 	for {
+		c.srv.Tick()
 		select {
 		case <-ctx.Done():
 			return
+		case <-heartbeat:
+			// A turn for /healthz: the loop is alive.
 		case nt, ok := <-notices:
 			if !ok {
 				return
