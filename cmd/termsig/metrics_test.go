@@ -4,7 +4,6 @@ package main
 
 import (
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,10 +15,10 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/termsig/termsig/internal/ops/opstest"
 )
 
 var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: wait}
@@ -51,34 +50,9 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// scrapeMetrics fetches and parses http://addr/metrics.
-func scrapeMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	code, body := httpGet(t, "http://"+addr+"/metrics")
-	require.Equal(t, http.StatusOK, code)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
-	require.NoError(t, err)
-	return mfs
-}
-
-// sample returns the sample of family name with exactly the labels want.
-func sample(mfs map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-	for _, m := range mfs[name].GetMetric() {
-		got := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		if maps.Equal(got, want) {
-			return m
-		}
-	}
-	return nil
-}
-
 // metricValue is the value of a counter or gauge sample; -1 when absent.
 func metricValue(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	switch m := sample(mfs, name, want); {
+	switch m := opstest.Sample(mfs, name, want); {
 	case m == nil:
 		return -1
 	case m.Counter != nil:
@@ -106,8 +80,8 @@ func TestSuperviseServesMetricsAndProbesOnTheAddressItLogs(t *testing.T) {
 	assert.Equal(t, "SIGTERM", r.expect("signal"))
 	var mfs map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool { // the child may report SIGTERM before termsig counts its action
-		mfs = scrapeMetrics(t, addr)
-		return sample(mfs, "termsig_notice_action_seconds", map[string]string{}).GetHistogram().GetSampleCount() == 1
+		mfs = opstest.Scrape(t, addr)
+		return opstest.Sample(mfs, "termsig_notice_action_seconds", map[string]string{}).GetHistogram().GetSampleCount() == 1
 	}, wait, 5*time.Millisecond)
 	assert.Equal(t, 1.0, metricValue(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "terminate", "event": "spot/instance-action"}))
 	assert.Equal(t, 1.0, metricValue(mfs, "termsig_supervise_signals_sent_total", map[string]string{"signal": "SIGTERM"}))
@@ -129,7 +103,7 @@ func TestHookRunsAreCountedByResult(t *testing.T) {
 	waitLog(t, r, "termsig: watching", "")
 	r.signal(syscall.SIGHUP)
 	waitLog(t, r, "termsig: hook failed", "")
-	mfs := scrapeMetrics(t, addr)
+	mfs := opstest.Scrape(t, addr)
 	assert.Equal(t, 1.0, metricValue(mfs, "termsig_hook_runs_total", map[string]string{"result": "failed"}))
 	assert.Equal(t, 0.0, metricValue(mfs, "termsig_hook_runs_total", map[string]string{"result": "ok"}))
 	assert.Equal(t, 0.0, metricValue(mfs, "termsig_hook_runs_total", map[string]string{"result": "timeout"}))

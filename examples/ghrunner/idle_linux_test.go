@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/termsig/termsig/internal/ops/opstest"
 )
 
 // BenchmarkIdle measures an idle ghrunner (run.sh listening, no job, the
@@ -51,7 +53,7 @@ func BenchmarkIdle(b *testing.B) {
 				end := time.Now().Add(idle)
 				for time.Now().Before(end) {
 					if addr != "" {
-						scrape(b, addr)
+						opstest.Scrape(b, addr)
 					}
 					time.Sleep(min(15*time.Second, time.Until(end))) // the idle window itself
 				}

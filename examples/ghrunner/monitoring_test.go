@@ -10,7 +10,6 @@ package main
 import (
 	"encoding/json"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,8 +20,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,6 +27,7 @@ import (
 	"github.com/termsig/termsig/examples/ghrunner/internal/ghfake"
 	"github.com/termsig/termsig/examples/ghrunner/internal/supervisor"
 	"github.com/termsig/termsig/internal/ops"
+	"github.com/termsig/termsig/internal/ops/opstest"
 	"github.com/termsig/termsig/termsigtest"
 )
 
@@ -45,34 +43,6 @@ func get(t testing.TB, addr, path string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
-}
-
-// scrape fetches /metrics from addr and parses the exposition text.
-func scrape(t testing.TB, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := httpClient.Get("http://" + addr + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	return mfs
-}
-
-// value is the value of the counter of family name whose labels are
-// want; ok is false when there is none.
-func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
-	for _, m := range mfs[name].GetMetric() {
-		l := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			l[lp.GetName()] = lp.GetValue()
-		}
-		if maps.Equal(l, want) && m.Counter != nil {
-			return m.Counter.GetValue(), true
-		}
-	}
-	return 0, false
 }
 
 // counters returns the values of the counters of family name by their
@@ -92,7 +62,7 @@ func counters(mfs map[string]*dto.MetricFamily, name, key string) map[string]flo
 // total is the value of the counter of family name without labels.
 func total(t testing.TB, mfs map[string]*dto.MetricFamily, name string) float64 {
 	t.Helper()
-	v, ok := value(mfs, name, map[string]string{})
+	v, ok := opstest.Value(mfs, name, map[string]string{})
 	require.True(t, ok, "no %s", name)
 	return v
 }
@@ -174,7 +144,7 @@ func TestSpotNoticeMidJobIsCountedProbedAndPosted(t *testing.T) {
 	code, body = get(t, addr, "/readyz")
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, "[+]notifier ok\n[+]registration ok\n")
-	before := scrape(t, addr)
+	before := opstest.Scrape(t, addr)
 	assert.Equal(t, 1.0, total(t, before, "ghrunner_jobs_started_total"))
 	assert.Equal(t, map[string]float64{"ok": 0, "failed": 0, "max_attempts": 0}, counters(before, "ghrunner_reruns_total", "result"))
 	assert.Equal(t, map[string]float64{"ok": 0, "failed": 0, "kept": 0}, counters(before, "ghrunner_unregistrations_total", "result"))
@@ -185,16 +155,16 @@ func TestSpotNoticeMidJobIsCountedProbedAndPosted(t *testing.T) {
 	texts := []string{rc.next(t), rc.next(t), rc.next(t)} // the third is held
 	p.logLine("cleanup done")
 
-	mfs := scrape(t, addr)
-	notices, _ := value(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "terminate", "event": "spot/instance-action"})
+	mfs := opstest.Scrape(t, addr)
+	notices, _ := opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "terminate", "event": "spot/instance-action"})
 	assert.Equal(t, 1.0, notices)
 	assert.EqualValues(t, 1, mfs["termsig_notice_action_seconds"].GetMetric()[0].GetHistogram().GetSampleCount(), "the cleanup acted on the notice")
 	assert.Equal(t, map[string]float64{"ok": 1, "failed": 0, "max_attempts": 0}, counters(mfs, "ghrunner_reruns_total", "result"))
 	assert.Equal(t, map[string]float64{"ok": 1, "failed": 0, "kept": 0}, counters(mfs, "ghrunner_unregistrations_total", "result"))
 	assert.Equal(t, map[string]float64{"ok": 1, "failed": 0}, counters(mfs, "ghrunner_releases_total", "result"))
-	canceled, _ := value(mfs, "ghrunner_jobs_completed_total", map[string]string{"result": "canceled"})
+	canceled, _ := opstest.Value(mfs, "ghrunner_jobs_completed_total", map[string]string{"result": "canceled"})
 	assert.Equal(t, 1.0, canceled, "the listener said the job it was stopped in was canceled")
-	sent, _ := value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"})
+	sent, _ := opstest.Value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"})
 	assert.Equal(t, 2.0, sent, "the notice and the first outcome; the third is held")
 	code, body = get(t, addr, "/readyz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
@@ -249,10 +219,10 @@ func TestWebhookThatHangsOrFailsDoesNotDelayTheCleanup(t *testing.T) {
 			}
 			addr := p.srv.MetricsAddr()
 			require.Eventually(t, func() bool {
-				v, _ := value(scrape(t, addr), "termsig_webhook_sends_total", map[string]string{"result": "failed"})
+				v, _ := opstest.Value(opstest.Scrape(t, addr), "termsig_webhook_sends_total", map[string]string{"result": "failed"})
 				return v == 3
 			}, wait, 10*time.Millisecond, "the notice and both outcomes given up at the deadline")
-			mfs := scrape(t, addr)
+			mfs := opstest.Scrape(t, addr)
 			assert.Equal(t, map[string]float64{"sent": 0, "failed": 3, "dropped": 0}, counters(mfs, "termsig_webhook_sends_total", "result"))
 			assert.Equal(t, map[string]float64{"ok": 1, "failed": 0, "max_attempts": 0}, counters(mfs, "ghrunner_reruns_total", "result"))
 			assert.Equal(t, map[string]float64{"ok": 1, "failed": 0, "kept": 0}, counters(mfs, "ghrunner_unregistrations_total", "result"))
@@ -278,8 +248,8 @@ func TestHeldTerminationPostsTheJobFinishedThenUnregistered(t *testing.T) {
 	require.True(t, w.gh.FinishJob(run))
 	require.Equal(t, supervisor.ExitOK, p.exit())
 
-	mfs := scrape(t, p.srv.MetricsAddr())
-	succeeded, _ := value(mfs, "ghrunner_jobs_completed_total", map[string]string{"result": "succeeded"})
+	mfs := opstest.Scrape(t, p.srv.MetricsAddr())
+	succeeded, _ := opstest.Value(mfs, "ghrunner_jobs_completed_total", map[string]string{"result": "succeeded"})
 	assert.Equal(t, 1.0, succeeded)
 	assert.Equal(t, map[string]float64{"ok": 0, "failed": 0, "max_attempts": 0}, counters(mfs, "ghrunner_reruns_total", "result"))
 	assert.Equal(t, map[string]float64{"ok": 1, "failed": 0, "kept": 0}, counters(mfs, "ghrunner_unregistrations_total", "result"))

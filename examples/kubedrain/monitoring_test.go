@@ -16,14 +16,13 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/internal/ops/opstest"
 )
 
 // httpClient keeps no idle connection, whose goroutines goleak would see.
@@ -58,60 +57,12 @@ func httpGet(addr, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// scrape fetches /metrics from addr and parses the exposition text.
-func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := httpClient.Get("http://" + addr + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	return mfs
-}
-
-func metricLabels(m *dto.Metric) map[string]string {
-	l := map[string]string{}
-	for _, lp := range m.GetLabel() {
-		l[lp.GetName()] = lp.GetValue()
-	}
-	return l
-}
-
-// sample returns the sample of family name whose labels are want, if any.
-func sample(mfs map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-	for _, m := range mfs[name].GetMetric() {
-		if maps.Equal(metricLabels(m), want) {
-			return m
-		}
-	}
-	return nil
-}
-
-// value is the value of a counter or gauge sample, or of a histogram's
-// count; ok is false when there is no such sample.
-func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
-	m := sample(mfs, name, want)
-	switch {
-	case m == nil:
-		return 0, false
-	case m.Counter != nil:
-		return m.Counter.GetValue(), true
-	case m.Gauge != nil:
-		return m.Gauge.GetValue(), true
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount()), true
-	}
-	return 0, false
-}
-
 // sum adds the values of the samples of family name that have the labels
 // of want (and any others).
 func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	var total float64
 	for _, m := range mfs[name].GetMetric() {
-		l := metricLabels(m)
+		l := opstest.Labels(m)
 		match := true
 		for k, v := range want {
 			match = match && l[k] == v
@@ -199,15 +150,15 @@ func TestDrainMetricsProbesAndWebhook(t *testing.T) {
 	metrics := addrOf(t, kd, "metrics and health probes")
 	probes := metrics
 
-	mfs := scrape(t, metrics)
+	mfs := opstest.Scrape(t, metrics)
 	for _, name := range []string{"kubedrain_node_actions_total", "kubedrain_evictions_total"} {
 		for _, m := range mfs[name].GetMetric() {
-			assert.Zero(t, m.GetCounter().GetValue(), "%s %v before any notice", name, metricLabels(m))
+			assert.Zero(t, m.GetCounter().GetValue(), "%s %v before any notice", name, opstest.Labels(m))
 		}
 	}
 	assert.Len(t, mfs["kubedrain_node_actions_total"].GetMetric(), 6*3)
 	for _, r := range []string{"evicted", "refused", "failed", "gone", "dry_run"} {
-		_, ok := value(mfs, "kubedrain_evictions_total", map[string]string{"result": r})
+		_, ok := opstest.Value(mfs, "kubedrain_evictions_total", map[string]string{"result": r})
 		assert.True(t, ok, "kubedrain_evictions_total{result=%q} is not there at 0", r)
 	}
 	code, body := httpGet(probes, "/healthz")
@@ -240,7 +191,7 @@ func TestDrainMetricsProbesAndWebhook(t *testing.T) {
 		`kubedrain_drain_pods_left`:                                     0,
 	}
 	got := func() map[string]float64 {
-		mfs := scrape(t, metrics)
+		mfs := opstest.Scrape(t, metrics)
 		out := map[string]float64{}
 		for k := range want {
 			name, rest, _ := strings.Cut(k, "{")
@@ -250,20 +201,20 @@ func TestDrainMetricsProbesAndWebhook(t *testing.T) {
 					l[k] = strings.Trim(v, `"`)
 				}
 			}
-			out[k], _ = value(mfs, name, l)
+			out[k], _ = opstest.Value(mfs, name, l)
 		}
 		return out
 	}
 	require.Eventually(t, func() bool { return maps.Equal(got(), want) }, 10*time.Second, 50*time.Millisecond, "%v", got())
-	mfs = scrape(t, metrics)
-	taints, _ := value(mfs, "kubedrain_node_actions_total", map[string]string{"action": "taint", "result": "ok"})
+	mfs = opstest.Scrape(t, metrics)
+	taints, _ := opstest.Value(mfs, "kubedrain_node_actions_total", map[string]string{"action": "taint", "result": "ok"})
 	assert.GreaterOrEqual(t, taints, 2.0, "the rebalance's taint, the interruption's")
 	assert.GreaterOrEqual(t, sum(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "terminate"}), 1.0)
 	assert.GreaterOrEqual(t, sum(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "rebalance"}), 1.0)
-	action := sample(mfs, "termsig_notice_action_seconds", map[string]string{})
+	action := opstest.Sample(mfs, "termsig_notice_action_seconds", map[string]string{})
 	require.NotNil(t, action)
 	assert.GreaterOrEqual(t, action.GetHistogram().GetSampleCount(), uint64(2))
-	drained := sample(mfs, "kubedrain_drain_duration_seconds", map[string]string{"result": "drained"})
+	drained := opstest.Sample(mfs, "kubedrain_drain_duration_seconds", map[string]string{"result": "drained"})
 	assert.Greater(t, drained.GetHistogram().GetSampleSum(), 0.0)
 	assert.Less(t, drained.GetHistogram().GetSampleSum(), 30.0)
 
@@ -317,8 +268,8 @@ func TestHangingWebhookDoesNotDelayTheDrain(t *testing.T) {
 	}
 	assert.Less(t, took, 5*time.Second, "the cordon and the evictions waited for the webhook")
 	kd.await(t, "kubedrain: drain done")
-	mfs := scrape(t, metrics)
-	v, _ := value(mfs, "kubedrain_evictions_total", map[string]string{"result": "evicted"})
+	mfs := opstest.Scrape(t, metrics)
+	v, _ := opstest.Value(mfs, "kubedrain_evictions_total", map[string]string{"result": "evicted"})
 	assert.Equal(t, 1.0, v)
 	stopped := time.Now()
 	kd.stop(t)

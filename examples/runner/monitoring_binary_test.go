@@ -19,12 +19,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig/examples/registry"
+	"github.com/termsig/termsig/internal/ops/opstest"
 )
 
 // httpClient keeps no idle connection, whose goroutines goleak would see.
@@ -38,19 +37,6 @@ func get(t *testing.T, addr, path string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(b)
-}
-
-// scrape fetches /metrics from addr and parses the exposition text.
-func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := httpClient.Get("http://" + addr + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	return mfs
 }
 
 // series returns the counters of family name by their labels, each as
@@ -116,7 +102,7 @@ func TestSpotNoticeMidJobIsCountedProbedAndPosted(t *testing.T) {
 	code, body = get(t, addr, "/readyz")
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, "[+]notifier ok\n[+]registration ok\n")
-	before := scrape(t, addr)
+	before := opstest.Scrape(t, addr)
 	assert.Equal(t, map[string]float64{"": 1}, series(before, "runner_jobs_started_total"))
 	assert.Equal(t, map[string]float64{"result=ok": 0, "result=gone": 0, "result=failed": 0}, series(before, "runner_job_requeues_total"))
 	assert.Equal(t, map[string]float64{"result=ok": 0, "result=gone": 0, "result=failed": 0}, series(before, "runner_job_reports_total"))
@@ -127,7 +113,7 @@ func TestSpotNoticeMidJobIsCountedProbedAndPosted(t *testing.T) {
 	got := []string{next(), next(), next()} // the third is held
 	r.waitLine(`summary: imds: terminate`, 1)
 
-	mfs := scrape(t, addr)
+	mfs := opstest.Scrape(t, addr)
 	assert.Equal(t, 1.0, series(mfs, "termsig_notices_total")["event=spot/instance-action,kind=terminate,source=imds"])
 	assert.EqualValues(t, 1, mfs["termsig_notice_action_seconds"].GetMetric()[0].GetHistogram().GetSampleCount(), "the runner acted on the notice")
 	assert.Equal(t, map[string]float64{"result=ok": 1, "result=gone": 0, "result=failed": 0}, series(mfs, "runner_job_requeues_total"))

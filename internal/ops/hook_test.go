@@ -15,6 +15,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/ops"
+	"github.com/termsig/termsig/internal/ops/opstest"
 )
 
 // Imminent notices are posted once per event (a held one once, however
@@ -46,8 +47,8 @@ func TestWebhookGetsImminentNoticesOnceAndOutcomes(t *testing.T) {
 	// The sends are counted once each answer is read: scrape until they are.
 	var mfs map[string]*dto.MetricFamily
 	for {
-		mfs = scrape(t, s.MetricsAddr())
-		if v, _ := value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"}); v == 3 {
+		mfs = opstest.Scrape(t, s.MetricsAddr())
+		if v, _ := opstest.Value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"}); v == 3 {
 			break
 		}
 	}
@@ -68,7 +69,7 @@ func TestWebhookGetsImminentNoticesOnceAndOutcomes(t *testing.T) {
 	assert.NotContains(t, texts[1], "held")
 	assert.Contains(t, texts[2], "kubedrain: drained: asg: terminate")
 	assert.True(t, strings.HasSuffix(texts[2], " (node=n1, pods_left=0)"), texts[2])
-	sent, ok := value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"})
+	sent, ok := opstest.Value(mfs, "termsig_webhook_sends_total", map[string]string{"result": "sent"})
 	assert.True(t, ok)
 	assert.Equal(t, 3.0, sent)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/internal/ops"
+	"github.com/termsig/termsig/internal/ops/opstest"
 	"github.com/termsig/termsig/termsigtest"
 )
 
@@ -52,25 +53,25 @@ func TestNoticesFromAFakeAreCountedBySourceKindAndEvent(t *testing.T) {
 	}
 	after := time.Now()
 
-	mfs := scrape(t, s.MetricsAddr())
+	mfs := opstest.Scrape(t, s.MetricsAddr())
 	require.Equal(t, dto.MetricType_COUNTER, mfs["termsig_notices_total"].GetType())
-	got, _ := value(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "rebalance", "event": "rebalance"})
+	got, _ := opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "rebalance", "event": "rebalance"})
 	assert.Equal(t, 2.0, got)
-	got, _ = value(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "terminate", "event": "spot/instance-action"})
+	got, _ = opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "imds", "kind": "terminate", "event": "spot/instance-action"})
 	assert.Equal(t, 1.0, got)
 	assert.Len(t, mfs["termsig_notices_total"].GetMetric(), 2)
 
-	h := find(mfs, "termsig_notice_action_seconds", map[string]string{}).GetHistogram()
+	h := opstest.Sample(mfs, "termsig_notice_action_seconds", map[string]string{}).GetHistogram()
 	require.NotNil(t, h, "the histogram")
 	assert.Equal(t, uint64(1), h.GetSampleCount(), "one notice acted on")
 	assert.Less(t, h.GetSampleSum(), after.Sub(before).Seconds()+1)
 
 	for _, state := range []string{"running", "unavailable", "failed", "stopped"} {
-		v, ok := value(mfs, "termsig_source_state", map[string]string{"source": "imds", "state": state})
+		v, ok := opstest.Value(mfs, "termsig_source_state", map[string]string{"source": "imds", "state": state})
 		assert.True(t, ok, state)
 		assert.Equal(t, map[bool]float64{true: 1}[state == "running"], v, state)
 	}
-	heard, ok := value(mfs, "termsig_source_last_heard_timestamp_seconds", map[string]string{"source": "imds"})
+	heard, ok := opstest.Value(mfs, "termsig_source_last_heard_timestamp_seconds", map[string]string{"source": "imds"})
 	require.True(t, ok, "the fake sent notices: it heard from its origin")
 	assert.GreaterOrEqual(t, heard, float64(before.UnixNano())/1e9-0.001)
 	assert.LessOrEqual(t, heard, float64(after.UnixNano())/1e9+0.001)
@@ -87,10 +88,10 @@ func TestASourceThatNeverHeardHasNoLastHeardTimestamp(t *testing.T) {
 	defer n.Stop()
 	s := start(t, ops.Config{MetricsAddr: "127.0.0.1:0"})
 	s.Watch(n)
-	mfs := scrape(t, s.MetricsAddr())
-	_, ok := value(mfs, "termsig_source_last_heard_timestamp_seconds", map[string]string{"source": "gcemeta"})
+	mfs := opstest.Scrape(t, s.MetricsAddr())
+	_, ok := opstest.Value(mfs, "termsig_source_last_heard_timestamp_seconds", map[string]string{"source": "gcemeta"})
 	assert.False(t, ok)
-	_, ok = value(mfs, "termsig_source_state", map[string]string{"source": "gcemeta", "state": "running"})
+	_, ok = opstest.Value(mfs, "termsig_source_state", map[string]string{"source": "gcemeta", "state": "running"})
 	assert.True(t, ok)
 }
 
@@ -111,14 +112,14 @@ func TestSourceStateGaugeFollowsTheNotifiersStatus(t *testing.T) {
 			defer n.Stop()
 			s := start(t, ops.Config{MetricsAddr: "127.0.0.1:0"})
 			s.Watch(n)
-			v, _ := value(scrape(t, s.MetricsAddr()), "termsig_source_state", map[string]string{"source": "azure", "state": "running"})
+			v, _ := opstest.Value(opstest.Scrape(t, s.MetricsAddr()), "termsig_source_state", map[string]string{"source": "azure", "state": "running"})
 			assert.Equal(t, 1.0, v)
 			tc.end(f, n)
 			require.Eventually(t, func() bool {
-				v, _ := value(scrape(t, s.MetricsAddr()), "termsig_source_state", map[string]string{"source": "azure", "state": tc.state})
+				v, _ := opstest.Value(opstest.Scrape(t, s.MetricsAddr()), "termsig_source_state", map[string]string{"source": "azure", "state": tc.state})
 				return v == 1
 			}, wait, time.Millisecond)
-			v, _ = value(scrape(t, s.MetricsAddr()), "termsig_source_state", map[string]string{"source": "azure", "state": "running"})
+			v, _ = opstest.Value(opstest.Scrape(t, s.MetricsAddr()), "termsig_source_state", map[string]string{"source": "azure", "state": "running"})
 			assert.Equal(t, 0.0, v, "one state at a time")
 		})
 	}
@@ -133,19 +134,19 @@ func TestEventLabelsAreCappedPerSourceThenCountAsOther(t *testing.T) {
 	s.Noticed(termsig.Notice{Source: "azure", Kind: termsig.Maintenance, Event: "scheduled/0"})
 	s.Noticed(termsig.Notice{Source: "gcemeta", Kind: termsig.Terminate, Event: "preempted"})
 
-	mfs := scrape(t, s.MetricsAddr())
+	mfs := opstest.Scrape(t, s.MetricsAddr())
 	azure := 0
 	for _, m := range mfs["termsig_notices_total"].GetMetric() {
-		if labels(m)["source"] == "azure" {
+		if opstest.Labels(m)["source"] == "azure" {
 			azure++
 		}
 	}
 	assert.Equal(t, ops.MaxEventsPerSource+1, azure, "the first events and other")
-	other, _ := value(mfs, "termsig_notices_total", map[string]string{"source": "azure", "kind": "maintenance", "event": ops.OtherEvent})
+	other, _ := opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "azure", "kind": "maintenance", "event": ops.OtherEvent})
 	assert.Equal(t, float64(extra), other)
-	first, _ := value(mfs, "termsig_notices_total", map[string]string{"source": "azure", "kind": "maintenance", "event": "scheduled/0"})
+	first, _ := opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "azure", "kind": "maintenance", "event": "scheduled/0"})
 	assert.Equal(t, 2.0, first, "an event seen before the cap keeps its label")
-	gce, _ := value(mfs, "termsig_notices_total", map[string]string{"source": "gcemeta", "kind": "terminate", "event": "preempted"})
+	gce, _ := opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "gcemeta", "kind": "terminate", "event": "preempted"})
 	assert.Equal(t, 1.0, gce, "the cap is per source")
 }
 
@@ -153,12 +154,12 @@ func TestEventsThatAreNotUTF8OrLongAreCountedNotPanicked(t *testing.T) {
 	s := start(t, ops.Config{MetricsAddr: "127.0.0.1:0"})
 	s.Noticed(termsig.Notice{Source: "azure", Kind: termsig.Maintenance, Event: "scheduled/\xff\xfe"})
 	s.Noticed(termsig.Notice{Source: "azure", Kind: termsig.Maintenance, Event: strings.Repeat("é", 1000)})
-	mfs := scrape(t, s.MetricsAddr())
+	mfs := opstest.Scrape(t, s.MetricsAddr())
 	require.Len(t, mfs["termsig_notices_total"].GetMetric(), 2)
 	for _, m := range mfs["termsig_notices_total"].GetMetric() {
-		assert.LessOrEqual(t, len(labels(m)["event"]), 128)
+		assert.LessOrEqual(t, len(opstest.Labels(m)["event"]), 128)
 	}
-	_, ok := value(mfs, "termsig_notices_total", map[string]string{"source": "azure", "kind": "maintenance", "event": "scheduled/\uFFFD"})
+	_, ok := opstest.Value(mfs, "termsig_notices_total", map[string]string{"source": "azure", "kind": "maintenance", "event": "scheduled/\uFFFD"})
 	assert.True(t, ok)
 }
 
@@ -167,7 +168,7 @@ func TestActedObservesTheTimeFromObserved(t *testing.T) {
 	s := start(t, ops.Config{MetricsAddr: "127.0.0.1:0", Now: clk.Now})
 	s.Acted(termsig.Notice{Source: "imds", Kind: termsig.Terminate, Observed: clk.Now().Add(-1500 * time.Millisecond)})
 	s.Acted(termsig.Notice{Source: "imds", Kind: termsig.Terminate}) // no Observed: not from a Notifier
-	h := find(scrape(t, s.MetricsAddr()), "termsig_notice_action_seconds", map[string]string{}).GetHistogram()
+	h := opstest.Sample(opstest.Scrape(t, s.MetricsAddr()), "termsig_notice_action_seconds", map[string]string{}).GetHistogram()
 	require.NotNil(t, h)
 	assert.Equal(t, uint64(1), h.GetSampleCount())
 	assert.InDelta(t, 1.5, h.GetSampleSum(), 1e-9)
@@ -185,7 +186,7 @@ func TestTheProgramsOwnMetricsAreServed(t *testing.T) {
 	sent := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "demo_signals_sent_total", Help: "Signals sent."}, []string{"signal"})
 	s.Registerer().MustRegister(sent)
 	sent.WithLabelValues("SIGTERM").Inc()
-	v, ok := value(scrape(t, s.MetricsAddr()), "demo_signals_sent_total", map[string]string{"signal": "SIGTERM"})
+	v, ok := opstest.Value(opstest.Scrape(t, s.MetricsAddr()), "demo_signals_sent_total", map[string]string{"signal": "SIGTERM"})
 	assert.True(t, ok)
 	assert.Equal(t, 1.0, v)
 }
