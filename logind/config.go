@@ -27,6 +27,10 @@ const addressEnv = "DBUS_SYSTEM_BUS_ADDRESS"
 // when Config.RequestTimeout is not set.
 const DefaultRequestTimeout = 5 * time.Second
 
+// DefaultScheduledInterval is how often the source reads logind's
+// ScheduledShutdown when Config.ScheduledInterval is not set.
+const DefaultScheduledInterval = 10 * time.Second
+
 // DefaultInhibitDelay is logind's default InhibitDelayMaxSec, used for the
 // Deadline when the property cannot be read. The operator raises the delay
 // in a logind.conf drop-in, such as /etc/systemd/logind.conf.d/termsig.conf
@@ -70,15 +74,23 @@ type Config struct {
 	// it does not hold every shutdown of the host for InhibitDelayMaxSec.
 	NoLock bool
 
+	// ScheduledInterval is how often the source reads logind's
+	// ScheduledShutdown, which systemd 252 and its like change without a
+	// signal (a logind that sends PropertiesChanged for it is heard at
+	// once as well). Values below 1 mean DefaultScheduledInterval (10 s):
+	// `shutdown -h +1`, the shortest, is then seen 50 s ahead at least.
+	ScheduledInterval time.Duration
+
 	// RequestTimeout bounds one exchange with the bus: connecting to it,
 	// and each call on it. Values below 1 mean DefaultRequestTimeout (5 s).
 	RequestTimeout time.Duration
 
 	// Logger receives a warning when a process other than logind sends
-	// this program shutdown signals (they are ignored), and one line when
+	// this program logind's signals (they are ignored), one line when
 	// logind refuses the delay lock (as when polkit's action
 	// org.freedesktop.login1.inhibit-delay-shutdown, which systemd's
-	// default policy grants to everyone, says no). Nil means
+	// default policy grants to everyone, says no), and one when
+	// ListInhibitors fails as a shutdown begins. Nil means
 	// slog.Default().
 	Logger *slog.Logger
 
@@ -115,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RequestTimeout < 1 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.ScheduledInterval < 1 {
+		c.ScheduledInterval = DefaultScheduledInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

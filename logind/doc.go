@@ -18,15 +18,40 @@
 //     [termsig.Terminate] for poweroff, halt, an unknown type or none;
 //   - Event: [EventPrefix] and the type ("shutdown/poweroff"), or
 //     [EventShutdown] when the type is not said;
-//   - Deadline: when the notice was seen plus logind's InhibitDelayMaxUSec
-//     (zero if "infinity"): when logind stops waiting for delay locks and
-//     systemd starts stopping services (SIGTERM, then SIGKILL after the
-//     service's TimeoutStopSec), not when the process dies;
-//   - Reason says whether the source holds a delay lock.
+//   - Deadline: when logind stops waiting for delay locks and systemd
+//     starts stopping services (SIGTERM, then SIGKILL after the service's
+//     TimeoutStopSec), not when the process dies. While a delay lock
+//     holds the shutdown (the source's or another process's), that is
+//     when the notice was seen plus logind's InhibitDelayMaxUSec (zero if
+//     "infinity"); when none does, logind goes on at once, and the
+//     Deadline is when the notice was seen. A source that holds no lock
+//     asks logind (ListInhibitors, within 0.5 s) before it sends the
+//     notice; if it cannot tell, it allows InhibitDelayMaxUSec, and logs
+//     why;
+//   - Reason says whether a delay lock holds the shutdown.
 //
 // When logind cancels a shutdown (PrepareForShutdown(false), as after
 // `shutdown -c`), the source sends [termsig.Cleared] with the same Event,
 // and takes a new lock at once if the old one was released.
+//
+// # Scheduled shutdowns
+//
+// A shutdown scheduled ahead (`shutdown -h +5`, `systemctl poweroff
+// --when=`) is logind's ScheduledShutdown property, which the source
+// reads when it connects, every [Config.ScheduledInterval] (systemd 252
+// changes it without a signal) and at once when logind sends
+// PropertiesChanged for it. It is advice:
+//
+//   - [termsig.Maintenance], Event [EventScheduled] and the type
+//     ("scheduled/poweroff"), Deadline the scheduled time; again, with the
+//     same Event, when the time changes;
+//   - [termsig.Cleared] with that Event once logind no longer has it:
+//     cancelled (`shutdown -c`), a dry run whose time came, or replaced
+//     by one of another type.
+//
+// When the time comes logind announces the shutdown, and its notice (see
+// above) follows; logind keeps the schedule then, and a schedule seen
+// while a shutdown is under way is no news.
 //
 // # The lock and Release
 //
@@ -50,9 +75,12 @@
 //
 // # Trust
 //
-// Only PrepareForShutdown signals whose sender owns org.freedesktop.login1
-// (the bus daemon stamps it) are believed; others are ignored and logged
-// once per connection, and signals of the wrong shape are ignored. A flood
+// Only signals whose sender owns org.freedesktop.login1 (the bus daemon
+// stamps it) are believed; others are ignored and logged once per
+// connection, and signals of the wrong shape are ignored. A schedule is
+// only ever taken from logind's answer to a read of ScheduledShutdown,
+// and an answer that fails or does not parse changes nothing: it neither
+// makes advice nor clears it. A flood
 // of signals costs neither memory nor goroutines, and cannot fill the
 // descriptor table (DESIGN.md says how).
 //
@@ -64,8 +92,9 @@
 // logind going away (or logind restarting) is a transient failure,
 // reported with [termsig.Run.Report] while it lasts: the source
 // reconnects with backoff (at most 10 s apart), subscribes again, takes a
-// new lock (keeping the old one until then), rereads InhibitDelayMaxUSec,
-// and catches up with a shutdown that began or was cancelled meanwhile;
+// new lock (keeping the old one until then), rereads InhibitDelayMaxUSec
+// and ScheduledShutdown, and catches up with a shutdown that began or was
+// cancelled meanwhile;
 // notices waiting for the consumer are still handed over. Connecting and
 // each call are bounded by [Config.RequestTimeout]; Stop ends them at once.
 //
@@ -78,5 +107,6 @@
 // # Testing
 //
 // Package logindtest runs a private dbus-daemon and a fake logind on it,
-// which hands out real delay locks and shows when each is released.
+// which hands out real delay locks and shows when each is released; or
+// the real systemd-logind, on a private bus and in a /run of its own.
 package logind

@@ -1,6 +1,7 @@
 package logind
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -8,8 +9,9 @@ import (
 )
 
 // maxQueued bounds the signals that wait for the watcher. Only logind's
-// own signals and the bus's NameOwnerChanged for logind pass the filter
-// once logind's unique name is known, which is a handful per shutdown; the
+// own signals (its shutdown signals, its PropertiesChanged for
+// ScheduledShutdown) and the bus's NameOwnerChanged for logind pass the
+// filter once logind's unique name is known, a handful per shutdown; the
 // bound matters only for a flood in the moment before it is known.
 const maxQueued = 1024
 
@@ -47,8 +49,8 @@ func newFilter() *filter { return &filter{wake: make(chan struct{}, 1)} }
 func (f *filter) DeliverSignal(_, _ string, sig *dbus.Signal) {
 	var verdict int8
 	switch sig.Name {
-	case signalOld, signalNew:
-		if sig.Path != objPath {
+	case signalOld, signalNew, propertiesChanged:
+		if sig.Path != objPath || sig.Name == propertiesChanged && !schedChanged(sig) {
 			return
 		}
 		if o := f.owner.Load(); o != nil {
@@ -78,6 +80,21 @@ func (f *filter) DeliverSignal(_, _ string, sig *dbus.Signal) {
 	}
 	f.mu.Unlock()
 	f.poke()
+}
+
+// schedChanged reports whether sig, a PropertiesChanged, says that
+// logind's ScheduledShutdown changed (with its value, or without).
+// logind sends PropertiesChanged for other properties of the Manager too,
+// which the watcher need not hear of.
+func schedChanged(sig *dbus.Signal) bool {
+	if len(sig.Body) != 3 {
+		return false
+	}
+	in, _ := sig.Body[0].(string)
+	changed, _ := sig.Body[1].(map[string]dbus.Variant)
+	invalidated, _ := sig.Body[2].([]string)
+	_, ok := changed[scheduledShutdown]
+	return in == iface && (ok || slices.Contains(invalidated, scheduledShutdown))
 }
 
 // newOwner returns the new owner of logind's name that sig, the bus's

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -12,15 +14,21 @@ import (
 )
 
 // signalBytes encodes a signal from logind as it crosses the bus: the
-// header fields the daemon delivers (sender included) and the body.
+// header fields the daemon delivers (sender included) and the body. The
+// member is the Manager's unless it names its interface
+// ("org.freedesktop.DBus.Properties.PropertiesChanged").
 func signalBytes(tb testing.TB, order binary.ByteOrder, sender, path, member string, body ...any) []byte {
 	tb.Helper()
+	in := iface
+	if i := strings.LastIndex(member, "."); i >= 0 {
+		in, member = member[:i], member[i+1:]
+	}
 	msg := &dbus.Message{
 		Type: dbus.TypeSignal,
 		Headers: map[dbus.HeaderField]dbus.Variant{
 			dbus.FieldSender:    dbus.MakeVariant(sender),
 			dbus.FieldPath:      dbus.MakeVariant(dbus.ObjectPath(path)),
-			dbus.FieldInterface: dbus.MakeVariant(iface),
+			dbus.FieldInterface: dbus.MakeVariant(in),
 			dbus.FieldMember:    dbus.MakeVariant(member),
 		},
 		Body: body,
@@ -51,9 +59,9 @@ func signalOf(msg *dbus.Message) *dbus.Signal {
 var goodEvent = regexp.MustCompile(`^shutdown(/[a-z0-9-]{1,32})?$`)
 
 // FuzzShutdownSignal feeds D-Bus messages, seeded with logind's signals
-// as they are on the wire, through the decoder and parseShutdown: no
-// panic, and a shutdown is only ever Terminate or Reboot, with a clean
-// Event.
+// as they are on the wire, through the decoder, the filter and
+// parseShutdown: no panic, and a shutdown is only ever Terminate or
+// Reboot, with a clean Event.
 func FuzzShutdownSignal(f *testing.F) {
 	md := func(typ any) map[string]dbus.Variant { return map[string]dbus.Variant{"type": dbus.MakeVariant(typ)} }
 	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
@@ -64,6 +72,10 @@ func FuzzShutdownSignal(f *testing.F) {
 		f.Add(signalBytes(f, order, ":1.5", objPath, "PrepareForShutdownWithMetadata", true, md(uint32(7))))
 		f.Add(signalBytes(f, order, ":1.5", objPath, "PrepareForShutdownWithMetadata", true, map[string]dbus.Variant{}))
 		f.Add(signalBytes(f, order, ":1.5", objPath, "PrepareForShutdown", "true"))
+		f.Add(signalBytes(f, order, ":1.5", objPath, propertiesChanged, iface,
+			map[string]dbus.Variant{scheduledShutdown: dbus.MakeVariant(st{"poweroff", 1796234406932978})}, []string{}))
+		f.Add(signalBytes(f, order, ":1.5", objPath, propertiesChanged, iface,
+			map[string]dbus.Variant{"DelayInhibited": dbus.MakeVariant("shutdown")}, []string{scheduledShutdown}))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		msg, err := dbus.DecodeMessage(bytes.NewReader(data))
@@ -74,6 +86,12 @@ func FuzzShutdownSignal(f *testing.F) {
 		if sig == nil {
 			return
 		}
+		// The filter judges every signal the bus delivers, with logind's
+		// name known and not yet.
+		known := newFilter()
+		known.learn(":1.5")
+		known.DeliverSignal("", "", sig)
+		newFilter().DeliverSignal("", "", sig)
 		s, err := parseShutdown(sig)
 		if err != nil {
 			return
@@ -135,3 +153,105 @@ func TestDelayOf(t *testing.T) {
 }
 
 var testNow = mustTime("2026-11-30T10:00:00Z")
+
+// replyBytes encodes a method reply carrying body as it crosses the bus.
+func replyBytes(tb testing.TB, order binary.ByteOrder, body ...any) []byte {
+	tb.Helper()
+	msg := &dbus.Message{
+		Type: dbus.TypeMethodReply,
+		Headers: map[dbus.HeaderField]dbus.Variant{
+			dbus.FieldSender:      dbus.MakeVariant(":1.5"),
+			dbus.FieldReplySerial: dbus.MakeVariant(uint32(7)),
+		},
+		Body: body,
+	}
+	if len(body) > 0 {
+		msg.Headers[dbus.FieldSignature] = dbus.MakeVariant(dbus.SignatureOf(body...))
+	}
+	var b bytes.Buffer
+	if err := msg.EncodeTo(&b, order); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+type st struct {
+	Type string
+	USec uint64
+}
+
+var goodScheduled = regexp.MustCompile(`^scheduled(/[a-z0-9-]{1,32})?$`)
+
+// FuzzScheduledShutdown feeds answers to Get(ScheduledShutdown), seeded
+// with what systemd 252 answered (a poweroff scheduled, none, a reboot
+// that fired, a poweroff not scheduled), through the decoder and parseSchedule: no panic, and a
+// schedule is only ever Maintenance advice with a clean Event.
+func FuzzScheduledShutdown(f *testing.F) {
+	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		f.Add(replyBytes(f, order, dbus.MakeVariant(st{"poweroff", 1796234406932978})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant(st{"", 1<<64 - 1})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant(st{"", 0})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant(st{"poweroff", 0})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant(st{"reboot", 1796230807236180})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant(st{"Power Off!", 1})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant([]any{"poweroff", uint64(1)})))
+		f.Add(replyBytes(f, order, dbus.MakeVariant("poweroff")))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msg, err := dbus.DecodeMessage(bytes.NewReader(data))
+		if err != nil || len(msg.Body) != 1 {
+			return
+		}
+		v, ok := msg.Body[0].(dbus.Variant)
+		if !ok {
+			return
+		}
+		s, err := parseSchedule(v.Value())
+		if err != nil || s.typ == "" {
+			return
+		}
+		n := s.notice(testNow)
+		if n.Kind != termsig.Maintenance || !goodScheduled.MatchString(n.Event) {
+			t.Fatalf("notice %v", n)
+		}
+	})
+}
+
+func TestParseSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want schedule
+		ok   bool
+	}{
+		{[]any{"poweroff", uint64(1796234406932978)}, schedule{"poweroff", 1796234406932978}, true},
+		{[]any{"", uint64(1<<64 - 1)}, schedule{}, true}, // none, as systemd 252 says
+		{[]any{"", uint64(0)}, schedule{}, true},         // none, as older ones say
+		{[]any{"poweroff", uint64(0)}, schedule{}, true}, // a shutdown not scheduled, as systemd 252 shows it
+		{[]any{"../etc", uint64(5)}, schedule{unknownType, 5}, true},
+		{[]any{"poweroff"}, schedule{}, false},
+		{[]any{"poweroff", "soon"}, schedule{}, false},
+		{[]any{uint64(5), "poweroff"}, schedule{}, false},
+		{"poweroff", schedule{}, false},
+		{nil, schedule{}, false},
+	} {
+		got, err := parseSchedule(tc.v)
+		if tc.ok != (err == nil) || got != tc.want {
+			t.Errorf("parseSchedule(%#v) = %+v, %v; want %+v, ok %v", tc.v, got, err, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		s     schedule
+		event string
+		at    time.Time
+	}{
+		{schedule{"reboot", 1796234406932978}, "scheduled/reboot", time.UnixMicro(1796234406932978)},
+		{schedule{unknownType, 1796234406932978}, "scheduled", time.UnixMicro(1796234406932978)},
+		{schedule{"poweroff", 1<<64 - 1}, "scheduled/poweroff", time.Time{}},
+		{schedule{"poweroff", 1 << 63}, "scheduled/poweroff", time.Time{}},
+	} {
+		n := tc.s.notice(testNow)
+		if n.Kind != termsig.Maintenance || n.Event != tc.event || !n.Deadline.Equal(tc.at) || !n.Observed.Equal(testNow) {
+			t.Errorf("%+v.notice = %v (deadline %v)", tc.s, n, n.Deadline)
+		}
+	}
+}

@@ -16,12 +16,17 @@ import (
 // listen reads signals while one waits for the consumer, and the filter's
 // queue stays short; listen takes a new lock after a cancelled shutdown
 // once the Cleared notice is handed over, and again after a backoff when
-// the last try failed; and meets a new logind on the same connection.
+// the last try failed; reads ScheduledShutdown every ScheduledInterval
+// and when logind says it changed; and meets a new logind on the same
+// connection.
 func (w *watcher) listen(ctx context.Context) error {
 	bo := backoff.Backoff{Base: w.cfg.backoff, Max: w.cfg.maxBackoff, Jitter: true}
 	retry := time.NewTimer(0)
 	<-retry.C
 	defer retry.Stop()
+	sched := time.NewTimer(w.cfg.ScheduledInterval)
+	defer sched.Stop()
+	defer w.stopPoll()
 	for {
 		if w.renew {
 			if err := w.meet(ctx); err != nil {
@@ -41,17 +46,26 @@ func (w *watcher) listen(ctx context.Context) error {
 		} else if w.lockErr == nil {
 			bo.Reset()
 		}
+		if w.pollNow && w.poll == nil {
+			w.pollNow = false
+			w.startPoll(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.conn.Context().Done():
-			w.drain() // what came before the end still counts
+			w.drain(ctx) // what came before the end still counts
 			return errBusLost
 		case <-w.send.handed:
 		case <-retry.C:
 			w.needLock = true
+		case <-sched.C:
+			w.pollNow = true
+		case call := <-w.polled:
+			w.endPoll(ctx, call)
+			sched.Reset(w.cfg.ScheduledInterval)
 		case <-w.filter.wake:
-			w.drain()
+			w.drain(ctx)
 		}
 	}
 }
@@ -143,10 +157,10 @@ func poke(c chan struct{}) {
 // drain acts on the signals the filter has queued, in order.
 // When a new logind takes the name, the signals after that one are put
 // back, to be acted on once the new logind is met (with its delay).
-func (w *watcher) drain() {
+func (w *watcher) drain(ctx context.Context) {
 	qs := w.filter.take()
 	for i, q := range qs {
-		w.handle(q)
+		w.handle(ctx, q)
 		if w.renew {
 			w.filter.requeue(qs[i+1:])
 			break
@@ -156,7 +170,7 @@ func (w *watcher) drain() {
 }
 
 // handle acts on one signal that passed the filter.
-func (w *watcher) handle(q queued) {
+func (w *watcher) handle(ctx context.Context, q queued) {
 	sig := q.sig
 	if sig.Name == nameOwnerChanged {
 		w.ownerChanged(sig)
@@ -164,6 +178,10 @@ func (w *watcher) handle(q queued) {
 	}
 	if q.verdict == 0 && (w.owner == "" || sig.Sender != w.owner) {
 		w.filter.forgery(sig.Sender) // came before logind's name was known
+		return
+	}
+	if sig.Name == propertiesChanged {
+		w.pollNow = true // ScheduledShutdown changed: read it
 		return
 	}
 	s, err := parseShutdown(sig)
@@ -174,11 +192,15 @@ func (w *watcher) handle(q queued) {
 		w.cancelled()
 		return
 	}
-	reason := "systemd-logind announced the shutdown, delay lock held"
-	if !w.src.holding() {
-		reason = "systemd-logind announced the shutdown (no delay lock)"
+	if w.src.underway() {
+		return // logind's second signal of the shutdown
 	}
-	if n := noticeOf(s.typ, time.Now(), w.delay, reason); w.src.begin(n) {
+	now := time.Now()
+	delay, reason := w.delay, "systemd-logind announced the shutdown, delay lock held"
+	if !w.src.holding() {
+		delay, reason = w.othersDelay(ctx)
+	}
+	if n := noticeOf(s.typ, now, delay, reason); w.src.begin(n) {
 		w.send.push(n)
 	}
 }

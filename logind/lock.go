@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -200,4 +202,49 @@ func (w *watcher) reportLock() {
 	default:
 		w.run.Report(nil)
 	}
+}
+
+// listWait bounds ListInhibitors when logind announces a shutdown that the
+// source does not hold: the notice waits for the answer.
+const listWait = 500 * time.Millisecond
+
+// othersDelay returns the delay before the Deadline of a shutdown that the
+// source does not hold, and the notice's Reason. logind waits for delay
+// locks only: with none held by anyone it goes on at once (0), with some
+// it waits up to InhibitDelayMaxSec (w.delay). When ListInhibitors fails
+// or does not answer within listWait, the delay is w.delay, which logind
+// never exceeds, and the failure is logged (once per text).
+func (w *watcher) othersDelay(ctx context.Context) (time.Duration, string) {
+	held, err := w.delayHeld(ctx)
+	switch {
+	case err != nil:
+		if err.Error() != w.warnedList {
+			w.warnedList = err.Error()
+			w.cfg.Logger.Warn("logind: cannot tell whether a delay lock holds the shutdown; its Deadline allows InhibitDelayMaxSec", "err", err)
+		}
+		return w.delay, "systemd-logind announced the shutdown (no delay lock; whether another process holds one is unknown)"
+	case held:
+		return w.delay, "systemd-logind announced the shutdown (no delay lock; another process holds one)"
+	}
+	return 0, "systemd-logind announced the shutdown (no delay lock held by anyone: it goes on at once)"
+}
+
+// An inhibitor is one entry of ListInhibitors' a(ssssuu).
+type inhibitor struct {
+	What, Who, Why, Mode string
+	UID, PID             uint32
+}
+
+// delayHeld reports whether anyone holds a delay lock for shutdown, as
+// ListInhibitors says: mode "delay", "shutdown" among the what.
+func (w *watcher) delayHeld(ctx context.Context) (bool, error) {
+	tctx, cancel := context.WithTimeout(ctx, min(w.cfg.RequestTimeout, listWait))
+	defer cancel()
+	var inhs []inhibitor
+	if err := w.conn.Object(busName, objPath).CallWithContext(tctx, iface+".ListInhibitors", 0).Store(&inhs); err != nil {
+		return false, fmt.Errorf("logind: ListInhibitors: %w", err)
+	}
+	return slices.ContainsFunc(inhs, func(i inhibitor) bool {
+		return i.Mode == "delay" && slices.Contains(strings.Split(i.What, ":"), "shutdown")
+	}), nil
 }

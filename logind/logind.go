@@ -27,6 +27,10 @@ const (
 	iface     = "org.freedesktop.login1.Manager"
 	signalOld = iface + ".PrepareForShutdown"
 	signalNew = iface + ".PrepareForShutdownWithMetadata"
+
+	propsIface        = "org.freedesktop.DBus.Properties"
+	propertiesChanged = propsIface + ".PropertiesChanged"
+	scheduledShutdown = "ScheduledShutdown"
 )
 
 // A Source hears shutdowns from systemd-logind and holds them with a delay

@@ -3,6 +3,7 @@ package logind
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -27,6 +28,11 @@ const (
 	// "shutdown/poweroff", "shutdown/reboot", "shutdown/halt",
 	// "shutdown/kexec", "shutdown/soft-reboot".
 	EventPrefix = EventShutdown + "/"
+	// EventScheduled is the event of a shutdown that logind has
+	// scheduled (`shutdown -h +5`), followed by "/" and its type when
+	// that is one this package trusts: "scheduled/poweroff",
+	// "scheduled/reboot".
+	EventScheduled = "scheduled"
 )
 
 // maxTypeLen bounds the shutdown type taken from a signal.
@@ -124,4 +130,68 @@ func delayOf(usec uint64) time.Duration {
 		return -1
 	}
 	return time.Duration(usec) * time.Microsecond
+}
+
+// A schedule is logind's ScheduledShutdown: a shutdown of type typ due at
+// usec µs after the epoch. The zero schedule is none.
+type schedule struct {
+	typ  string // "" when none; "?" when logind named a type not trusted
+	usec uint64
+}
+
+// unknownType stands for a scheduled shutdown whose type is not trusted
+// into the Event.
+const unknownType = "?"
+
+// parseSchedule reads ScheduledShutdown, a (st): logind says "" for the
+// type when nothing is scheduled (and 0, or UINT64_MAX since systemd
+// 252, for the time). A time of 0 is no schedule either: systemd 252
+// shows a shutdown that was not scheduled (`systemctl poweroff`) as
+// ("poweroff", 0), from when it begins until the next schedule, even
+// after the shutdown was cancelled.
+func parseSchedule(v any) (schedule, error) {
+	st, ok := v.([]any)
+	if !ok || len(st) != 2 {
+		return schedule{}, fmt.Errorf("logind: ScheduledShutdown is a %T, not (st)", v)
+	}
+	typ, ok := st[0].(string)
+	usec, ok2 := st[1].(uint64)
+	if !ok || !ok2 {
+		return schedule{}, fmt.Errorf("logind: ScheduledShutdown is (%T, %T), not (st)", st[0], st[1])
+	}
+	if typ == "" || usec == 0 {
+		return schedule{}, nil
+	}
+	if typ = cleanType(typ); typ == "" {
+		typ = unknownType
+	}
+	return schedule{typ: typ, usec: usec}, nil
+}
+
+// event names the scheduled shutdown s.
+func (s schedule) event() string {
+	if s.typ == unknownType {
+		return EventScheduled
+	}
+	return EventScheduled + "/" + s.typ
+}
+
+// notice is the advice that s is scheduled, seen at now: Maintenance with
+// the time logind will shut down as Deadline (zero for a time past what
+// a time.Time holds).
+func (s schedule) notice(now time.Time) termsig.Notice {
+	what := "a shutdown"
+	if s.typ != unknownType {
+		what = "a " + s.typ
+	}
+	n := termsig.Notice{
+		Kind:     termsig.Maintenance,
+		Event:    s.event(),
+		Reason:   "systemd-logind has " + what + " scheduled",
+		Observed: now,
+	}
+	if s.usec <= math.MaxInt64 {
+		n.Deadline = time.UnixMicro(int64(s.usec))
+	}
+	return n
 }

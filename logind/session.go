@@ -37,21 +37,27 @@ type watcher struct {
 	run  *termsig.Run
 	send *sender // hands the notices over, in order, across sessions
 
-	connected  bool   // a session connected once: later failures are transient
-	hadLogind  bool   // logind answered once: its absence later is transient
-	healthy    bool   // the last session got as far as listening
-	warnedLock string // the refusal of a lock last logged
+	connected  bool     // a session connected once: later failures are transient
+	hadLogind  bool     // logind answered once: its absence later is transient
+	healthy    bool     // the last session got as far as listening
+	warnedLock string   // the refusal of a lock last logged
+	warnedList string   // the failure of ListInhibitors last logged
+	sched      schedule // the scheduled shutdown last reported; zero: none
 
 	// Of the current session:
-	conn      *dbus.Conn
-	filter    *filter
-	delay     time.Duration // InhibitDelayMaxUSec; -1: no bound
-	lockErr   error         // why no delay lock is held; nil: one is, or none is wanted
-	needLock  bool          // take a lock once the notices are handed over
-	retryLock bool          // the last try failed: try again after a backoff
-	renew     bool          // a new logind owns the name: meet it afresh
-	owner     string        // logind's unique name as the watcher knows it
-	warned    bool          // a forged signal was logged
+	conn       *dbus.Conn
+	filter     *filter
+	delay      time.Duration      // InhibitDelayMaxUSec; -1: no bound
+	lockErr    error              // why no delay lock is held; nil: one is, or none is wanted
+	needLock   bool               // take a lock once the notices are handed over
+	retryLock  bool               // the last try failed: try again after a backoff
+	renew      bool               // a new logind owns the name: meet it afresh
+	owner      string             // logind's unique name as the watcher knows it
+	warned     bool               // a forged signal was logged
+	polled     chan *dbus.Call    // capacity 1: the answer of a read of ScheduledShutdown
+	poll       *dbus.Call         // that read, under way; nil when none
+	pollCancel context.CancelFunc // ends it
+	pollNow    bool               // read ScheduledShutdown once none is under way
 }
 
 // session connects, subscribes, takes the lock and hears signals until
@@ -59,6 +65,7 @@ type watcher struct {
 func (w *watcher) session(ctx context.Context) error {
 	w.healthy, w.warned, w.lockErr, w.needLock, w.retryLock, w.renew, w.owner = false, false, nil, false, false, false, ""
 	w.filter = newFilter()
+	w.polled, w.poll, w.pollCancel, w.pollNow = make(chan *dbus.Call, 1), nil, nil, false
 	conn, err := w.connect(ctx)
 	if err != nil {
 		return err
@@ -153,7 +160,8 @@ func (w *watcher) setUp(ctx context.Context) error {
 }
 
 // meet learns who logind is and where it stands: its unique name, a lock
-// from it, its delay, whether it is shutting down. It runs when the
+// from it, its delay, whether it is shutting down, the shutdown it has
+// scheduled. It runs when the
 // session starts and again when a new logind takes the name (it
 // restarted), on the same connection.
 func (w *watcher) meet(ctx context.Context) error {
@@ -181,11 +189,12 @@ func (w *watcher) meet(ctx context.Context) error {
 		preparing, _ := v.(bool)
 		// Signals that came before the answer are older than it: act on
 		// them first, then on what the answer says that no signal told.
-		w.drain()
+		w.drain(ctx)
 		if w.renew {
 			continue // logind changed meanwhile: meet the new one
 		}
 		w.catchUp(preparing)
+		w.readSchedule(ctx)
 		return nil
 	}
 }
@@ -222,13 +231,19 @@ func (w *watcher) property(ctx context.Context, name string) (any, error) {
 	return v.Value(), err
 }
 
-// subscribe asks the bus for logind's shutdown signals and for changes of
-// logind's owner.
+// subscribe asks the bus for logind's signals (its shutdown signals, and
+// its PropertiesChanged, which a newer logind sends for
+// ScheduledShutdown) and for changes of logind's owner.
 func (w *watcher) subscribe(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	err := w.conn.AddMatchSignalContext(tctx,
 		dbus.WithMatchSender(busName), dbus.WithMatchObjectPath(objPath), dbus.WithMatchInterface(iface))
+	if err == nil {
+		err = w.conn.AddMatchSignalContext(tctx,
+			dbus.WithMatchSender(busName), dbus.WithMatchObjectPath(objPath),
+			dbus.WithMatchInterface(propsIface), dbus.WithMatchMember("PropertiesChanged"), dbus.WithMatchArg(0, iface))
+	}
 	if err == nil {
 		err = w.conn.AddMatchSignalContext(tctx,
 			dbus.WithMatchSender(busDaemon), dbus.WithMatchObjectPath(busPath),

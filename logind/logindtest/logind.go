@@ -12,6 +12,12 @@
 //		t.Fatal(err)
 //	}
 //	// the code under test reads a Terminate from n.C(), then releases it
+//
+// The fake also schedules shutdowns ([Logind.ScheduleShutdown], as
+// `shutdown -h +5` asks logind to) and lists its locks. [StartReal] runs
+// the real systemd-logind instead, on a private bus with a stub
+// org.freedesktop.systemd1 ([Systemd]) and in a /run of its own; [Inhibit]
+// and [ListInhibitors] are another program's calls, to either.
 package logindtest
 
 import (
@@ -60,12 +66,23 @@ type Config struct {
 	// HoldInhibit, if not nil, makes Inhibit wait until it is closed
 	// before it answers: a logind that hangs.
 	HoldInhibit <-chan struct{}
+
+	// RefuseList and HoldList do the same for ListInhibitors.
+	RefuseList string
+	HoldList   <-chan struct{}
+
+	// EmitScheduledChanges makes it send PropertiesChanged when
+	// ScheduledShutdown changes, as systemd's main branch does; systemd
+	// 252 does not (its EmitsChangedSignal is false), and neither does
+	// the fake by default.
+	EmitScheduledChanges bool
 }
 
 // An Inhibitor is one lock handed out by the fake.
 type Inhibitor struct {
 	What, Who, Why, Mode string
 	Sender               string    // unique bus name of the caller
+	UID, PID             uint32    // the caller's, as the bus daemon says
 	Taken                time.Time // when it was handed out
 	// Released is when the lock ended: the fake read EOF from it (every
 	// copy of the descriptor it handed out is closed), or the fake was
@@ -75,9 +92,11 @@ type Inhibitor struct {
 }
 
 // A Logind is a fake org.freedesktop.login1 on a bus: its Manager object
-// has the Inhibit method and the InhibitDelayMaxUSec and
-// PreparingForShutdown properties, and it emits PrepareForShutdown (and
-// PrepareForShutdownWithMetadata) when told to. Its methods are safe for
+// has the methods Inhibit, ListInhibitors, ScheduleShutdown and
+// CancelScheduledShutdown and the properties InhibitDelayMaxUSec,
+// PreparingForShutdown and ScheduledShutdown, and it emits
+// PrepareForShutdown (and PrepareForShutdownWithMetadata) when told to,
+// or when a scheduled shutdown is due. Its methods are safe for
 // concurrent use.
 type Logind struct {
 	conn *dbus.Conn
@@ -90,6 +109,8 @@ type Logind struct {
 	mu       sync.Mutex
 	locks    []*Inhibitor
 	shutting bool          // a shutdown is announced and not cancelled
+	sched    scheduled     // the scheduled shutdown; zero when none
+	timer    *time.Timer   // fires sched; nil when none
 	changed  chan struct{} // closed and replaced whenever locks change
 	pipes    []*os.File    // read ends of the locks still held
 	readers  []string      // senders of property reads, in order
@@ -212,6 +233,7 @@ func (l *Logind) propsLocked() map[string]dbus.Variant {
 	return map[string]dbus.Variant{
 		"InhibitDelayMaxUSec":  dbus.MakeVariant(uint64(l.cfg.InhibitDelayMax / time.Microsecond)),
 		"PreparingForShutdown": dbus.MakeVariant(l.shutting),
+		"ScheduledShutdown":    l.sched.variant(),
 	}
 }
 
@@ -293,10 +315,56 @@ func (m manager) Inhibit(msg dbus.Message, what, who, why, mode string) (dbus.Un
 	}
 	defer w.Close() // the caller has its own copy once the reply is written
 	inh := &Inhibitor{What: what, Who: who, Why: why, Mode: mode, Sender: sender, Taken: time.Now()}
+	bus := l.conn.BusObject()
+	_ = bus.Call("org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&inh.UID)
+	_ = bus.Call("org.freedesktop.DBus.GetConnectionUnixProcessID", 0, sender).Store(&inh.PID)
 	if err := l.reply(msg, dbus.UnixFD(w.Fd())); err != nil || !l.hold(inh, r) {
 		r.Close()
 	}
 	return 0, nil // not sent: the reply went above
+}
+
+// ListInhibitors lists the locks held: what, who, why, mode, uid, pid.
+func (m manager) ListInhibitors() ([]struct {
+	What, Who, Why, Mode string
+	UID, PID             uint32
+}, *dbus.Error) {
+	l := m.l
+	if l.cfg.HoldList != nil {
+		<-l.cfg.HoldList
+	}
+	if l.cfg.RefuseList != "" {
+		return nil, dbus.NewError(l.cfg.RefuseList, []any{"refused by the test"})
+	}
+	var out []struct {
+		What, Who, Why, Mode string
+		UID, PID             uint32
+	}
+	for _, i := range l.Held() {
+		out = append(out, struct {
+			What, Who, Why, Mode string
+			UID, PID             uint32
+		}{i.What, i.Who, i.Why, i.Mode, i.UID, i.PID})
+	}
+	return out, nil
+}
+
+// ScheduleShutdown is logind's method: see [Logind.ScheduleShutdown].
+func (m manager) ScheduleShutdown(typ string, usec uint64) *dbus.Error {
+	if err := m.l.schedule(typ, usec); err != nil {
+		return dbus.NewError("org.freedesktop.DBus.Error.InvalidArgs", []any{err.Error()})
+	}
+	return nil
+}
+
+// CancelScheduledShutdown is logind's method: see
+// [Logind.CancelScheduledShutdown].
+func (m manager) CancelScheduledShutdown() (bool, *dbus.Error) {
+	cancelled, err := m.l.CancelScheduledShutdown()
+	if err != nil {
+		return false, dbus.MakeFailedError(err)
+	}
+	return cancelled, nil
 }
 
 // check refuses what logind refuses.
@@ -405,7 +473,9 @@ func (l *Logind) Wait(ctx context.Context, cond func([]Inhibitor) bool) error {
 // "reboot", "halt", "kexec", "soft-reboot") as logind does: it sets
 // PreparingForShutdown, refuses new delay locks for shutdown from now on,
 // and emits PrepareForShutdownWithMetadata(true, {"type": typ}) (unless
-// Config.NoMetadata) and then PrepareForShutdown(true).
+// Config.NoMetadata) and then PrepareForShutdown(true). Unless a
+// shutdown is scheduled, ScheduledShutdown becomes (typ, 0), as in
+// systemd 252, and stays so after the shutdown is cancelled.
 func (l *Logind) PrepareForShutdown(typ string) error { return l.announce(true, typ) }
 
 // CancelShutdown announces that the shutdown was cancelled: it clears
@@ -418,7 +488,19 @@ func (l *Logind) CancelShutdown(typ string) error { return l.announce(false, typ
 func (l *Logind) announce(active bool, typ string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.announceLocked(active, typ)
+}
+
+func (l *Logind) announceLocked(active bool, typ string) error {
 	l.shutting = active
+	if active && (l.sched.typ == "" || l.sched.usec == 0) {
+		// As systemd 252 shows a shutdown not scheduled, until the next
+		// schedule or CancelScheduledShutdown.
+		l.sched = scheduled{typ: typ}
+		if err := l.schedChangedLocked(); err != nil {
+			return err
+		}
+	}
 	if !l.cfg.NoMetadata {
 		md := map[string]dbus.Variant{"type": dbus.MakeVariant(typ)}
 		if err := l.conn.Emit(Path, Interface+".PrepareForShutdownWithMetadata", active, md); err != nil {
@@ -436,6 +518,7 @@ func (l *Logind) announce(active bool, typ string) error {
 func (l *Logind) Close() error {
 	l.mu.Lock()
 	l.closed = true
+	l.stopTimerLocked()
 	for _, r := range l.pipes {
 		r.Close()
 	}
