@@ -25,12 +25,19 @@ import (
 
 	"github.com/termsig/termsig/examples/registry"
 	"github.com/termsig/termsig/imds/imdstest"
+	"github.com/termsig/termsig/signal"
 )
 
 // The binaries under test, built once by TestMain.
 var runnerBin, registryBin string
 
 func TestMain(m *testing.M) {
+	// The runners the tests start are no service's: where the tests run
+	// under systemd (a CI runner's unit), the signal source would
+	// otherwise take that unit's stop timeout as their SIGTERM deadline.
+	for _, v := range []string{"INVOCATION_ID", signal.StopTimeoutEnv} {
+		os.Unsetenv(v)
+	}
 	dir, err := os.MkdirTemp("", "runner-test-")
 	if err != nil {
 		panic(err)
