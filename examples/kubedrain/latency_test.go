@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -100,7 +100,7 @@ func flipTrial(b *testing.B, client kubernetes.Interface, kubeconfig string, srv
 // resetNode removes kubedrain's marks from the node and the trial's pods.
 func resetNode(b *testing.B, client kubernetes.Interface, id string) {
 	ctx := b.Context()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"unschedulable":null,"taints":null}}`, AnnotationKey)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null},"labels":{%q:null}},"spec":{"unschedulable":null,"taints":null}}`, AnnotationKey, ExcludeLabel)
 	_, err := client.CoreV1().Nodes().Patch(ctx, testNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(b, err)
 	err = client.CoreV1().Pods("work").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))},
@@ -124,9 +124,12 @@ func report(b *testing.B, name string, lat []time.Duration) {
 
 // BenchmarkIdle measures an idle kubedrain, IMDS polled at its defaults,
 // against a real kube-apiserver: its resident memory and CPU time over a
-// window of -idle (30 s by default) after a first settling period:
+// window of -idle (30 s by default) after a first settling period. Side
+// by side, in one run: without a metrics listener; with one that nothing
+// scrapes; and with one scraped every -scrape (15 s, Prometheus' common
+// interval) as Prometheus would, the whole exposition read:
 //
-//	go test -run '^$' -bench Idle -benchtime 1x
+//	go test -run '^$' -bench Idle -benchtime 1x -idle 2m
 func BenchmarkIdle(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("reads /proc")
@@ -134,50 +137,117 @@ func BenchmarkIdle(b *testing.B) {
 	_, kubeconfig := setupCluster(b)
 	srv := imdstest.NewServer()
 	defer srv.Close()
-	for range b.N {
-		kd := startKubedrain(b, kubeconfig, srv.URL, "--log-level", "info")
-		pid := kd.cmd.Process.Pid
-		// Measurement windows: these sleeps wait for time to pass, not
-		// for an event.
-		time.Sleep(5 * time.Second)
-		cpu0 := cpuTime(b, pid)
-		before := srv.Requests(imdstest.PathInstanceAction)
-		time.Sleep(*idleWindow)
-		cpu := cpuTime(b, pid) - cpu0
-		polls := srv.Requests(imdstest.PathInstanceAction) - before
-		b.ReportMetric(float64(rss(b, pid))/(1<<20), "rss-MiB")
-		b.ReportMetric(cpu.Seconds()*float64(time.Hour)/float64(*idleWindow), "cpu-s/hour")
-		b.ReportMetric(float64(polls)/idleWindow.Seconds(), "instance-action-polls/s")
-		kd.stop(b)
+	for _, bc := range []struct {
+		name    string
+		metrics bool
+		scrape  bool
+	}{
+		{"metrics=off", false, false},
+		{"metrics=on,unscraped", true, false},
+		{"metrics=on,scraped", true, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var args []string
+			if bc.metrics {
+				args = []string{"--metrics-bind-address", "127.0.0.1:0"}
+			}
+			for range b.N {
+				kd := startKubedrain(b, kubeconfig, srv.URL, append(args, "--log-level", "info")...)
+				pid := kd.cmd.Process.Pid
+				var addr string
+				if bc.scrape {
+					addr = addrOf(b, kd, "metrics")
+				}
+				stop, scrapes := make(chan struct{}), make(chan int, 1)
+				go func() {
+					n := 0
+					defer func() { scrapes <- n }()
+					if !bc.scrape {
+						<-stop
+						return
+					}
+					t := time.NewTicker(*scrapeEvery)
+					defer t.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+							if code, _ := httpGet(addr, "/metrics"); code == 200 {
+								n++
+							}
+						}
+					}
+				}()
+				// Measurement windows: these sleeps wait for time to
+				// pass, not for an event.
+				time.Sleep(5 * time.Second)
+				cpu0 := cpuTime(b, pid)
+				before := srv.Requests(imdstest.PathInstanceAction)
+				time.Sleep(*idleWindow)
+				cpu := cpuTime(b, pid) - cpu0
+				polls := srv.Requests(imdstest.PathInstanceAction) - before
+				all, anon := rss(b, pid)
+				b.ReportMetric(float64(all)/(1<<20), "rss-MiB")
+				b.ReportMetric(float64(anon)/(1<<20), "rss-anon-MiB")
+				close(stop)
+				b.ReportMetric(float64(<-scrapes), "scrapes")
+				b.ReportMetric(cpu.Seconds()*float64(time.Hour)/float64(*idleWindow), "cpu-s/hour")
+				b.ReportMetric(float64(polls)/idleWindow.Seconds(), "instance-action-polls/s")
+				kd.stop(b)
+			}
+		})
 	}
 }
 
-var idleWindow = flag.Duration("idle", 30*time.Second, "BenchmarkIdle's measurement window")
+var (
+	idleWindow  = flag.Duration("idle", 30*time.Second, "BenchmarkIdle's measurement window")
+	scrapeEvery = flag.Duration("scrape", 15*time.Second, "BenchmarkIdle's interval between scrapes of the metrics")
+)
 
-// rss returns the resident set of process pid, in bytes.
-func rss(b *testing.B, pid int) int64 {
+// rss returns the resident set of process pid, and its anonymous part
+// (the heap, stacks: what is not the binary's pages, which are clean and
+// shared, and given back under memory pressure), in bytes.
+func rss(b *testing.B, pid int) (all, anon int64) {
 	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(b, err)
+	kB := func(v string) int64 {
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		require.NoError(b, err)
+		return n << 10
+	}
 	for _, line := range strings.Split(string(s), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			require.NoError(b, err)
-			return kb << 10
+			all = kB(v)
+		} else if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			anon = kB(v)
 		}
 	}
-	b.Fatal("no VmRSS")
-	return 0
+	if all == 0 || anon == 0 {
+		b.Fatalf("no VmRSS or RssAnon in /proc/%d/status", pid)
+	}
+	return all, anon
 }
 
-// cpuTime returns the user and system time of process pid so far.
+// cpuTime returns the CPU time of every thread of process pid so far,
+// from the first field of /proc/PID/task/*/schedstat (nanoseconds, where
+// /proc/PID/stat counts 10 ms ticks).
 func cpuTime(b *testing.B, pid int) time.Duration {
-	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	require.NoError(b, err)
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(s[strings.LastIndexByte(string(s), ')')+2:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	require.NoError(b, errors.Join(err1, err2))
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no schedstat for %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread is gone
+		}
+		if fields := strings.Fields(string(data)); len(fields) > 0 {
+			ns, err := strconv.ParseInt(fields[0], 10, 64)
+			require.NoError(b, err)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }

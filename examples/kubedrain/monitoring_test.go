@@ -37,7 +37,7 @@ const hookTemplate = `{"program":{{json .Program}},"outcome":{{json .Outcome}},"
 
 // addrOf returns the address kubedrain logged it serves what on
 // ("metrics", "health probes").
-func addrOf(t *testing.T, kd *kubedrainProc, what string) string {
+func addrOf(t testing.TB, kd *kubedrainProc, what string) string {
 	t.Helper()
 	line := kd.await(t, "kubedrain: serving "+what)
 	addr, _ := line["addr"].(string)
