@@ -10,7 +10,9 @@
 //   - logind: systemd-logind's shutdown, held with a delay lock (Linux);
 //   - imds: the AWS EC2 metadata service (spot interruptions, rebalance);
 //   - gcemeta: the GCE metadata server (preemption, host maintenance);
-//   - azure: Azure's Scheduled Events (eviction, reboot, freeze).
+//   - azure: Azure's Scheduled Events (eviction, reboot, freeze);
+//   - alibaba: Alibaba Cloud ECS preemptible (spot) instances' release;
+//   - tencent: Tencent Cloud CVM spot instances' reclaim.
 //
 // A [Notifier] runs sources and merges their notices into one channel of
 // [Notice] values that say what is happening ([Kind]), which event it is

@@ -55,6 +55,10 @@ func TestEveryDocSnippetCompiles(t *testing.T) {
 // what is not found is not checked.
 var snippetCounts = map[string]int{
 	"README.md":                   4,
+	"alibaba":                     1,
+	"alibaba/alibabatest":         2,
+	"tencent":                     1,
+	"tencent/tencenttest":         2,
 	"DESIGN.md":                   1,
 	"examples/registry/README.md": 2,
 	".":                           4, // package termsig
@@ -279,6 +283,8 @@ var freeNames = map[string]map[string]string{
 	"gcemeta/gcemetatest":         {"srv": "*gcemetatest.Server"},
 	"azure/azuretest":             {"srv": "*azuretest.Server"},
 	"asg/asgtest":                 {"srv": "*asgtest.Server"},
+	"alibaba/alibabatest":         {"srv": "*alibabatest.Server"},
+	"tencent/tencenttest":         {"srv": "*tencenttest.Server"},
 	"examples/registry":           {"admin": "string", "join": "string"},
 	"examples/registry/README.md": {"adminToken": "string", "joinToken": "string"},
 }

@@ -11,12 +11,14 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi"
+	"github.com/termsig/termsig/alibaba"
 	"github.com/termsig/termsig/asg"
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/signal"
+	"github.com/termsig/termsig/tencent"
 )
 
 // Config tunes [Detect]. The zero Config is ready to use.
@@ -50,6 +52,12 @@ type Config struct {
 	// Azure configures the azure source, if it applies.
 	Azure azure.Config
 
+	// Alibaba configures the alibaba source, if it applies.
+	Alibaba alibaba.Config
+
+	// Tencent configures the tencent source, if it applies.
+	Tencent tencent.Config
+
 	// ACPI configures the acpi source, if it applies.
 	ACPI acpi.Config
 
@@ -78,6 +86,10 @@ type Config struct {
 //   - gcemeta: on GCE, or when GCE_METADATA_HOST or GCE.Host is set;
 //   - azure: on Azure, or when AZURE_METADATA_ENDPOINT or Azure.Endpoint
 //     is set;
+//   - alibaba: on an Alibaba Cloud ECS instance, or when
+//     ALIBABA_METADATA_ENDPOINT or Alibaba.Endpoint is set;
+//   - tencent: on a Tencent Cloud CVM instance, or when
+//     TENCENT_METADATA_ENDPOINT or Tencent.Endpoint is set;
 //   - acpi: on Linux only, when a power-button transport is available: the
 //     kernel's acpi_event netlink family, acpid's socket, or an input
 //     device with KEY_POWER;
@@ -91,20 +103,22 @@ type Config struct {
 //     logind's InhibitDelayMaxSec: a program that only listens sets
 //     Logind.NoLock.
 //
-// EC2 and GCE are recognised by the strings of the machine's firmware
+// The clouds are recognised by the strings of the machine's firmware
 // (SMBIOS), read where each system shows them:
 //
 //   - Linux: the DMI files under /sys/class/dmi/id and /sys/hypervisor/uuid;
 //   - Windows: the BIOS values of the registry key
 //     HKEY_LOCAL_MACHINE\HARDWARE\DESCRIPTION\System\BIOS;
 //   - macOS: none, so there only the environment variables and the
-//     configuration select imds and gcemeta.
+//     configuration select the cloud sources.
 //
 // A Nitro EC2 instance has "Amazon EC2" as its system or board vendor
 // (Windows: also as its BIOS vendor); a Xen one a UUID starting with "ec2"
 // (Linux) or a BIOS version ending in ".amazon" (Windows). A GCE instance
 // has the product name "Google Compute Engine" or "Google". An Azure VM
-// has the chassis asset tag 7783-7084-3265-9085-8269-3286-77.
+// has the chassis asset tag 7783-7084-3265-9085-8269-3286-77. An ECS
+// instance has the product name "Alibaba Cloud ECS", a CVM instance
+// "Tencent Cloud CVM", as cloud-init recognises them.
 //
 // A source whose configuration is wrong (an endpoint that is not a URL,
 // an interval below the floor, an acpid socket that is not there) is
@@ -147,6 +161,8 @@ var known = []kind{
 	{asg.Name, func(c Config) termsig.Source { return asg.New(asgConfig(c)) }},
 	{gcemeta.Name, func(c Config) termsig.Source { return gcemeta.New(gceConfig(c)) }},
 	{azure.Name, func(c Config) termsig.Source { return azure.New(azureConfig(c)) }},
+	{alibaba.Name, func(c Config) termsig.Source { return alibaba.New(alibabaConfig(c)) }},
+	{tencent.Name, func(c Config) termsig.Source { return tencent.New(tencentConfig(c)) }},
 	{acpi.Name, func(c Config) termsig.Source { return acpi.New(acpiConfig(c)) }},
 	{logind.Name, func(c Config) termsig.Source { return logind.New(logindConfig(c)) }},
 }
@@ -258,6 +274,22 @@ func azureConfig(cfg Config) azure.Config {
 	ac := cfg.Azure
 	inherit(&ac.Logger, &ac.Root, cfg)
 	return ac
+}
+
+// alibabaConfig is cfg.Alibaba with cfg's Logger and Root where it has
+// none.
+func alibabaConfig(cfg Config) alibaba.Config {
+	ac := cfg.Alibaba
+	inherit(&ac.Logger, &ac.Root, cfg)
+	return ac
+}
+
+// tencentConfig is cfg.Tencent with cfg's Logger and Root where it has
+// none.
+func tencentConfig(cfg Config) tencent.Config {
+	tc := cfg.Tencent
+	inherit(&tc.Logger, &tc.Root, cfg)
+	return tc
 }
 
 // acpiConfig is cfg.ACPI with cfg's Logger and Root where it has none

@@ -1,6 +1,7 @@
 package sources_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"os"
@@ -14,12 +15,16 @@ import (
 
 	"github.com/termsig/termsig"
 	"github.com/termsig/termsig/acpi/acpitest"
+	"github.com/termsig/termsig/alibaba"
+	"github.com/termsig/termsig/alibaba/alibabatest"
 	"github.com/termsig/termsig/azure"
 	"github.com/termsig/termsig/gcemeta"
 	"github.com/termsig/termsig/imds"
 	"github.com/termsig/termsig/logind"
 	"github.com/termsig/termsig/signal"
 	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/tencent"
+	"github.com/termsig/termsig/tencent/tencenttest"
 )
 
 func names(cfg sources.Config) []string {
@@ -32,7 +37,8 @@ func names(cfg sources.Config) []string {
 
 // clean clears the environment variables that steer detection.
 func clean(t *testing.T) {
-	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS", "AZURE_METADATA_ENDPOINT"} {
+	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS", "AZURE_METADATA_ENDPOINT",
+		alibaba.EndpointEnv, tencent.EndpointEnv} {
 		t.Setenv(k, "")
 	}
 }
@@ -68,6 +74,13 @@ func TestDetect(t *testing.T) {
 		{name: "azure endpoint env", env: map[string]string{"AZURE_METADATA_ENDPOINT": "http://127.0.0.1:1"}, want: []string{"signal", "azure"}},
 		{name: "azure endpoint config", cfg: sources.Config{Azure: azure.Config{Endpoint: "http://127.0.0.1:1"}}, want: []string{"signal", "azure"}},
 		{name: "hyper-v is not azure", dmi: map[string]string{"sys_vendor": "Microsoft Corporation", "product_name": "Virtual Machine"}, want: []string{"signal"}},
+		{name: "alibaba", dmi: map[string]string{"sys_vendor": "Alibaba Cloud", "product_name": "Alibaba Cloud ECS"}, want: []string{"signal", "alibaba"}},
+		{name: "alibaba endpoint env", env: map[string]string{alibaba.EndpointEnv: "http://127.0.0.1:1"}, want: []string{"signal", "alibaba"}},
+		{name: "alibaba endpoint config", cfg: sources.Config{Alibaba: alibaba.Config{Endpoint: "http://127.0.0.1:1"}}, want: []string{"signal", "alibaba"}},
+		{name: "tencent", dmi: map[string]string{"sys_vendor": "Tencent Cloud", "product_name": "Tencent Cloud CVM"}, want: []string{"signal", "tencent"}},
+		{name: "tencent endpoint env", env: map[string]string{tencent.EndpointEnv: "http://127.0.0.1:1"}, want: []string{"signal", "tencent"}},
+		{name: "tencent endpoint config", cfg: sources.Config{Tencent: tencent.Config{Endpoint: "http://127.0.0.1:1"}}, want: []string{"signal", "tencent"}},
+		{name: "a vendor alone is no cloud", dmi: map[string]string{"sys_vendor": "Alibaba Cloud", "product_name": "KVM"}, want: []string{"signal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clean(t)
@@ -127,12 +140,11 @@ func TestByName(t *testing.T) {
 	_, err = sources.ByName(sources.Config{}, "signal", "signal")
 	assert.ErrorContains(t, err, `"signal" named twice`)
 	_, err = sources.ByName(sources.Config{}, "nosuch")
-	assert.ErrorContains(t, err, `unknown source "nosuch" (known: signal, imds, asg, gcemeta, azure, acpi, logind)`)
+	assert.ErrorContains(t, err, `unknown source "nosuch" (known: signal, imds, asg, gcemeta, azure, alibaba, tencent, acpi, logind)`)
 
-	srcs, err = sources.ByName(sources.Config{}, "gcemeta", "acpi")
+	srcs, err = sources.ByName(sources.Config{}, "gcemeta", "acpi", "tencent", "alibaba")
 	require.NoError(t, err)
-	assert.Equal(t, "gcemeta", srcs[0].Name())
-	assert.Equal(t, "acpi", srcs[1].Name())
+	assert.Equal(t, []string{"gcemeta", "acpi", "tencent", "alibaba"}, []string{srcs[0].Name(), srcs[1].Name(), srcs[2].Name(), srcs[3].Name()}, "in the order named")
 }
 
 // Under a fake Root, acpi looks for acpid's socket there.
@@ -215,4 +227,36 @@ func TestDetectLogind(t *testing.T) {
 		t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(t.TempDir(), "none"))
 		assert.Equal(t, []string{"signal"}, names(sources.Config{Root: fakeRoot(t, nil)}))
 	})
+}
+
+// On Alibaba Cloud and Tencent Cloud, Detect's sources report a spot
+// instance's termination time through the fakes, found by the first look.
+func TestDetectedSpotSourcesReportTheTerminationTime(t *testing.T) {
+	clean(t)
+	deadline := time.Now().Add(5 * time.Minute).Truncate(time.Second)
+	ali := alibabatest.NewServer()
+	defer ali.Close()
+	ali.SetTokensRequired(true)
+	ali.SetTerminationTime(deadline)
+	ten := tencenttest.NewServer()
+	defer ten.Close()
+	ten.SetTerminationTime(deadline)
+	cfg := sources.Config{
+		Root:         fakeRoot(t, nil),
+		PlatformOnly: true,
+		Logger:       slog.New(slog.DiscardHandler),
+		Alibaba:      alibaba.Config{Endpoint: ali.URL},
+		Tencent:      tencent.Config{Endpoint: ten.URL},
+	}
+	srcs := sources.Detect(cfg)
+	require.Equal(t, []string{"alibaba", "tencent"}, names(cfg))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, l := range sources.FirstLook(ctx, srcs...) {
+		assert.True(t, l.Ready, l.Name)
+		assert.NoError(t, l.Err, l.Name)
+		require.Len(t, l.Notices, 1, l.Name)
+		assert.Equal(t, termsig.Terminate, l.Notices[0].Kind, l.Name)
+		assert.True(t, l.Notices[0].Deadline.Equal(deadline), "%s: %v", l.Name, l.Notices[0].Deadline)
+	}
 }

@@ -9,17 +9,17 @@
 // not stall probing 169.254.169.254. What it reads depends on the system:
 //
 //   - Linux: the DMI files under /sys/class/dmi/id and /sys/hypervisor/uuid
-//     say whether the host is an EC2, GCE or Azure instance; the presence
-//     of acpid's socket, of the kernel's acpi_event family or of a
-//     power-button input device selects the acpi source, and the system
-//     bus's socket the logind source.
+//     say whether the host is an EC2, GCE, Azure, Alibaba Cloud ECS or
+//     Tencent Cloud CVM instance; the presence of acpid's socket, of the
+//     kernel's acpi_event family or of a power-button input device selects
+//     the acpi source, and the system bus's socket the logind source.
 //   - Windows: the BIOS values of the registry key
 //     HKEY_LOCAL_MACHINE\HARDWARE\DESCRIPTION\System\BIOS, and the
-//     SMBIOS tables for Azure's asset tag, say whether the host is an EC2,
-//     GCE or Azure instance. The acpi and logind sources are Linux-only.
-//   - macOS: no firmware facts are read, so imds, gcemeta and azure are
-//     selected only by their environment variables or configuration. The
-//     acpi and logind sources are Linux-only.
+//     SMBIOS tables for Azure's asset tag, say the same. The acpi and
+//     logind sources are Linux-only.
+//   - macOS: no firmware facts are read, so the cloud sources are selected
+//     only by their environment variables or configuration. The acpi and
+//     logind sources are Linux-only.
 //
 // On every system the signal source is selected unless
 // [Config.PlatformOnly] is set (a program that watches the host for
@@ -27,5 +27,7 @@
 // two sources of one name), and the environment variables of the clouds' SDKs are honoured:
 // AWS_EC2_METADATA_SERVICE_ENDPOINT and AWS_EC2_METADATA_DISABLED for
 // imds, GCE_METADATA_HOST for gcemeta, DBUS_SYSTEM_BUS_ADDRESS for
-// logind; and termsig's own AZURE_METADATA_ENDPOINT for azure.
+// logind; and termsig's own AZURE_METADATA_ENDPOINT for azure,
+// ALIBABA_METADATA_ENDPOINT for alibaba and TENCENT_METADATA_ENDPOINT for
+// tencent.
 package sources

@@ -42,6 +42,8 @@ func TestExplainSaysWhatWasReadForEachSourceLeftOut(t *testing.T) {
 		"asg":     `asg: imds: not an EC2 instance (DMI sys_vendor "QEMU", board_vendor "QEMU"), and neither Config.Endpoint nor AWS_EC2_METADATA_SERVICE_ENDPOINT is set`,
 		"gcemeta": `gcemeta: not on GCE (DMI product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Host nor GCE_METADATA_HOST is set`,
 		"azure":   `azure: not an Azure VM (DMI chassis_asset_tag "Default string"), and neither Config.Endpoint nor AZURE_METADATA_ENDPOINT is set`,
+		"alibaba": `alibaba: not an ECS instance (DMI sys_vendor "QEMU", product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Endpoint nor ALIBABA_METADATA_ENDPOINT is set`,
+		"tencent": `tencent: not a CVM instance (DMI sys_vendor "QEMU", product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Endpoint nor TENCENT_METADATA_ENDPOINT is set`,
 		"acpi":    "acpi: no power-button transport: no acpid socket at " + filepath.Join(root, "var/run/acpid.socket") + ", no input device at " + filepath.Join(root, "dev/input/event*"),
 		"logind":  "logind: no system bus (no socket at " + filepath.Join(root, "run/dbus/system_bus_socket") + ", " + filepath.Join(root, "var/run/dbus/system_bus_socket") + ")",
 	}
@@ -73,6 +75,8 @@ func TestExplainSaysWhenNoFirmwareStringsCanBeRead(t *testing.T) {
 	assert.ErrorContains(t, got["imds"].Err, "imds: not an EC2 instance (no DMI strings)")
 	assert.ErrorContains(t, got["gcemeta"].Err, "gcemeta: not on GCE (no DMI strings)")
 	assert.ErrorContains(t, got["azure"].Err, "azure: not an Azure VM (no DMI strings)")
+	assert.ErrorContains(t, got["alibaba"].Err, "alibaba: not an ECS instance (no DMI strings)")
+	assert.ErrorContains(t, got["tencent"].Err, "tencent: not a CVM instance (no DMI strings)")
 }
 
 func TestExplainChoosesWhatDetectReturns(t *testing.T) {
@@ -86,6 +90,8 @@ func TestExplainChoosesWhatDetectReturns(t *testing.T) {
 		{name: "ec2", dmi: map[string]string{"sys_vendor": "Amazon EC2"}},
 		{name: "gce, platform only", dmi: map[string]string{"product_name": "Google"}, cfg: sources.Config{PlatformOnly: true}},
 		{name: "azure by env", env: map[string]string{"AZURE_METADATA_ENDPOINT": "http://127.0.0.1:1"}},
+		{name: "alibaba", dmi: map[string]string{"product_name": "Alibaba Cloud ECS"}},
+		{name: "tencent by env", env: map[string]string{"TENCENT_METADATA_ENDPOINT": "http://127.0.0.1:1"}},
 		{name: "imds misconfigured", cfg: sources.Config{IMDS: imds.Config{Endpoint: "169.254.169.254"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,9 +167,9 @@ func TestDetectLogsEachSourceLeftOutAtDebugLevel(t *testing.T) {
 			leftOut = append(leftOut, line)
 		}
 	}
-	require.Len(t, leftOut, 6, buf.String())
+	require.Len(t, leftOut, 8, buf.String())
 	assert.Contains(t, leftOut[0], `source=imds reason="imds: not an EC2 instance (DMI sys_vendor \"QEMU\", board_vendor \"QEMU\")`)
-	for i, name := range []string{"imds", "asg", "gcemeta", "azure", "acpi", "logind"} {
+	for i, name := range []string{"imds", "asg", "gcemeta", "azure", "alibaba", "tencent", "acpi", "logind"} {
 		assert.Contains(t, leftOut[i], "source="+name+" reason=", "in Detect's order")
 	}
 	assert.Contains(t, buf.String(), `level=INFO msg="termsig: detected sources" sources=[signal]`)

@@ -193,6 +193,9 @@ func TestFirstLookWithADoneContextReturnsAtOnce(t *testing.T) {
 
 func TestFirstLookOfASourceThatFailsHasItsError(t *testing.T) {
 	f := termsigtest.NewFake("broken")
+	// Its first look is its Watch returning: a Fake that called Ready
+	// first could be seen running, before it returned.
+	f.HoldReady()
 	boom := errors.New("broken: cannot work")
 	f.Fail(boom)
 	l := firstLook(t, 10*time.Second, f)

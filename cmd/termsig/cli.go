@@ -7,7 +7,7 @@
 //	termsig hook      [flags] 'SHELL COMMAND'  # a shell hook per notice
 //	termsig supervise [flags] -- CMD ARGS...   # run CMD: a platform notice becomes SIGTERM
 //	termsig sources   [flags]                  # which sources apply here, and why not
-//	termsig fake      imds|gce|azure [flags]   # a cloud's metadata service with a scripted event
+//	termsig fake      imds|gce|azure|alibaba|tencent [flags]   # a cloud's metadata service with a scripted event
 //	termsig version
 //
 // A held termination (an Auto Scaling scale-in kept waiting by a lifecycle
@@ -59,7 +59,7 @@ programs that are not written in Go.
                                              (--finish-signal), waits for it up to --max-hold,
                                              then releases the hold
   termsig sources   [flags]                  which sources apply on this host, and why not
-  termsig fake      imds|gce|azure [flags]   serve a cloud's metadata fake with a scripted event
+  termsig fake      imds|gce|azure|alibaba|tencent [flags]   serve a cloud's metadata fake with a scripted event
   termsig version                            print the version (also: termsig --version)
 
 "termsig COMMAND -h" lists a command's flags.

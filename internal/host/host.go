@@ -31,11 +31,23 @@ import (
 // Corporation", "Virtual Machine") but not this tag.
 const azureAssetTag = "7783-7084-3265-9085-8269-3286-77"
 
+// The product names (SMBIOS type 1, "Product Name") of Alibaba Cloud's ECS
+// instances and Tencent Cloud's CVM instances, as cloud-init recognises
+// them (canonical/cloud-init cloudinit/sources/DataSourceAliYun.py,
+// ALIYUN_PRODUCT, and tools/ds-identify, dscheck_AliYun;
+// cloudinit/sources/DataSourceTencentCloud.py, TENCENTCLOUD_PRODUCT).
+const (
+	alibabaProduct = "Alibaba Cloud ECS"
+	tencentProduct = "Tencent Cloud CVM"
+)
+
 // Info is what the local facts say about the host.
 type Info struct {
-	EC2   bool // the firmware says Amazon EC2 (Nitro), or Xen built by Amazon
-	GCE   bool // the firmware says Google Compute Engine
-	Azure bool // the firmware has Azure's chassis asset tag
+	EC2     bool // the firmware says Amazon EC2 (Nitro), or Xen built by Amazon
+	GCE     bool // the firmware says Google Compute Engine
+	Azure   bool // the firmware has Azure's chassis asset tag
+	Alibaba bool // the firmware says Alibaba Cloud ECS
+	Tencent bool // the firmware says Tencent Cloud CVM
 
 	IMDSEndpoint string // AWS_EC2_METADATA_SERVICE_ENDPOINT, if set
 	IMDSDisabled bool   // AWS_EC2_METADATA_DISABLED is "true", any case
@@ -120,18 +132,17 @@ func Detect(root string, getenv func(string) string) Info {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	var in Info
-	in.EC2, in.GCE, in.Azure = classify(readBIOS(root))
+	in := classify(readBIOS(root))
 	in.IMDSEndpoint = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")
 	in.IMDSDisabled = strings.EqualFold(getenv("AWS_EC2_METADATA_DISABLED"), "true")
 	in.GCEHost = getenv("GCE_METADATA_HOST")
 	return in
 }
 
-// classify says which cloud the firmware's strings name, if any. The same
-// rules serve Linux's DMI files and Windows' registry, since both show
-// the same SMBIOS strings.
-func classify(b BIOS) (ec2, gce, azure bool) {
+// classify says which cloud the firmware's strings name, if any, in the
+// cloud fields of an Info. The same rules serve Linux's DMI files and
+// Windows' registry, since both show the same SMBIOS strings.
+func classify(b BIOS) Info {
 	// Nitro puts "Amazon EC2" in the system and board manufacturer (Linux:
 	// sys_vendor, board_vendor) and in the BIOS vendor, which the SSM agent
 	// compares with Win32_BIOS.Manufacturer on Windows, any case
@@ -150,9 +161,14 @@ func classify(b BIOS) (ec2, gce, azure bool) {
 	// on Linux, SystemProductName in the registry on Windows
 	// (googleapis/google-cloud-go compute/metadata/syscheck_linux.go and
 	// syscheck_windows.go).
-	gce = b.ProductName == "Google Compute Engine" || b.ProductName == "Google"
-	azure = b.AssetTag == azureAssetTag
-	return nitro || xen, gce, azure
+	gce := b.ProductName == "Google Compute Engine" || b.ProductName == "Google"
+	return Info{
+		EC2:     nitro || xen,
+		GCE:     gce,
+		Azure:   b.AssetTag == azureAssetTag,
+		Alibaba: b.ProductName == alibabaProduct,
+		Tencent: b.ProductName == tencentProduct,
+	}
 }
 
 func ec2UUID(u string) bool { return len(u) >= 3 && strings.EqualFold(u[:3], "ec2") }

@@ -26,6 +26,8 @@ func TestDetect(t *testing.T) {
 		{name: "gce", files: map[string]string{"sys/class/dmi/id/product_name": "Google Compute Engine\n"}, want: Info{GCE: true}},
 		{name: "gce short", files: map[string]string{"sys/class/dmi/id/product_name": "Google\n"}, want: Info{GCE: true}},
 		{name: "azure", files: map[string]string{"sys/class/dmi/id/chassis_asset_tag": "7783-7084-3265-9085-8269-3286-77\n"}, want: Info{Azure: true}},
+		{name: "alibaba", files: map[string]string{"sys/class/dmi/id/product_name": "Alibaba Cloud ECS\n"}, want: Info{Alibaba: true}},
+		{name: "tencent", files: map[string]string{"sys/class/dmi/id/product_name": "Tencent Cloud CVM\n"}, want: Info{Tencent: true}},
 		{
 			name: "env",
 			env: map[string]string{
@@ -51,7 +53,7 @@ func TestDetect(t *testing.T) {
 
 // Firmware strings as Linux and Windows show them on each kind of machine.
 func TestClassify(t *testing.T) {
-	type want struct{ ec2, gce, azure bool }
+	type want struct{ ec2, gce, azure, alibaba, tencent bool }
 	for _, tc := range []struct {
 		name string
 		bios BIOS
@@ -88,10 +90,16 @@ func TestClassify(t *testing.T) {
 		{name: "hyper-v, no asset tag", bios: BIOS{SystemVendor: "Microsoft Corporation", ProductName: "Virtual Machine"}},
 		{name: "vmware", bios: BIOS{SystemVendor: "VMware, Inc.", BoardVendor: "Intel Corporation", ProductName: "VMware Virtual Platform", BIOSVendor: "Phoenix Technologies LTD", BIOSVersion: "6.00", AssetTag: "No Asset Tag"}},
 		{name: "virtualbox", bios: BIOS{SystemVendor: "innotek GmbH", BoardVendor: "Oracle Corporation", ProductName: "VirtualBox", BIOSVendor: "innotek GmbH", BIOSVersion: "VirtualBox"}},
+		{name: "alibaba", bios: BIOS{SystemVendor: "Alibaba Cloud", ProductName: "Alibaba Cloud ECS"}, want: want{alibaba: true}},
+		{name: "tencent", bios: BIOS{SystemVendor: "Tencent Cloud", ProductName: "Tencent Cloud CVM"}, want: want{tencent: true}},
+		// The vendor alone is not enough: cloud-init goes by the product
+		// name only, and so does a machine built elsewhere on their KVM.
+		{name: "alibaba vendor, other product", bios: BIOS{SystemVendor: "Alibaba Cloud", ProductName: "KVM"}},
+		{name: "tencent product in another case", bios: BIOS{ProductName: "tencent cloud cvm"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got want
-			got.ec2, got.gce, got.azure = classify(tc.bios)
+			in := classify(tc.bios)
+			got := want{in.EC2, in.GCE, in.Azure, in.Alibaba, in.Tencent}
 			assert.Equal(t, tc.want, got)
 		})
 	}

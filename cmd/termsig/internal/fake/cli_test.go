@@ -29,7 +29,7 @@ func TestBadCommandLineExitsTwoWithTheUsage(t *testing.T) {
 		args []string
 		want string // in the message
 	}{
-		{"no fake", nil, "which fake? imds, gce or azure"},
+		{"no fake", nil, "which fake? imds, gce, azure, alibaba or tencent"},
 		{"unknown fake", []string{"aws"}, `no fake "aws"`},
 		{"unknown flag", []string{"imds", "--bogus"}, "no flag --bogus"},
 		{"flag of another fake", []string{"imds", "--preempt-in", "1s"}, "no flag --preempt-in"},
@@ -48,6 +48,9 @@ func TestBadCommandLineExitsTwoWithTheUsage(t *testing.T) {
 		{"empty VM name", []string{"azure", "--vm", ""}, `--vm "": a VM has a name`},
 		{"VM name Azure does not give", []string{"azure", "--vm", "web 1"}, `--vm "web 1": not a name Azure gives a VM`},
 		{"bad address", []string{"imds", "--listen", "1338"}, `--listen "1338": not a host:port, such as 127.0.0.1:1338`},
+		{"notice without a spot", []string{"alibaba", "--notice", "1m"}, "--notice without --spot-in"},
+		{"negative spot", []string{"tencent", "--spot-in", "-1s"}, `--spot-in "-1s": must not be negative`},
+		{"no hardening mode at tencent", []string{"tencent", "--hardened"}, "no flag --hardened"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := main(t, tc.args...)
@@ -66,7 +69,7 @@ func TestHelpPrintsTheUsageOnStdout(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"imds", "-h"}, {"gce", "--help"}, {"azure", "-h", "--bogus"}} {
 		code, stdout, stderr := main(t, args...)
 		assert.Equal(t, 0, code, args)
-		assert.Contains(t, stdout, "usage: termsig fake imds|gce|azure [flags]", args)
+		assert.Contains(t, stdout, "usage: termsig fake imds|gce|azure|alibaba|tencent [flags]", args)
 		assert.Empty(t, stderr, args)
 	}
 	_, stdout, _ := main(t, "-h")
@@ -82,7 +85,7 @@ func TestPortInUseExitsOneAndSuggestsListen(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	for _, name := range []string{"imds", "gce", "azure"} {
+	for _, name := range []string{"imds", "gce", "azure", "alibaba", "tencent"} {
 		code, stdout, stderr := main(t, name, "--listen", ln.Addr().String())
 		assert.Equal(t, 1, code, name)
 		assert.Empty(t, stdout, name)

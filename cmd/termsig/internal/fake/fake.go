@@ -1,8 +1,8 @@
-// Package fake is "termsig fake": the metadata service of EC2, GCE or
-// Azure, as termsig's own tests fake it (imdstest, gcemetatest, azuretest),
-// served on a loopback port with an event scripted from flags, so that a
-// program, or termsig print, hook and supervise, can be tried without a
-// cloud.
+// Package fake is "termsig fake": the metadata service of EC2, GCE, Azure,
+// Alibaba Cloud or Tencent Cloud, as termsig's own tests fake it (imdstest,
+// gcemetatest, azuretest, alibabatest, tencenttest), served on a loopback
+// port with an event scripted from flags, so that a program, or termsig
+// print, hook and supervise, can be tried without a cloud.
 package fake
 
 import (
@@ -36,9 +36,9 @@ const shutdownTimeout = 5 * time.Second
 
 // Usage is the help of termsig fake, for "termsig fake -h" and for
 // "termsig -h" to include.
-const Usage = usageHead + "\n" + usageIMDS + "\n" + usageGCE + "\n" + usageAzure + "\n" + usageTail
+const Usage = usageHead + "\n" + usageIMDS + "\n" + usageGCE + "\n" + usageAzure + "\n" + usageAlibaba + "\n" + usageTencent + "\n" + usageTail
 
-const usageHead = `usage: termsig fake imds|gce|azure [flags]
+const usageHead = `usage: termsig fake imds|gce|azure|alibaba|tencent [flags]
 
 termsig fake serves a cloud's metadata service on a loopback port, the fake
 that termsig's own tests use, and scripts an event on it from flags, to try
@@ -98,7 +98,7 @@ then what is scheduled, then one line per change, each after its time (UTC):
 the first request, the event appearing, an acknowledgement, the event's time.
 
 The default ports are fixed, so that an export line works from one run to
-the next: 1338 is amazon-ec2-metadata-mock's default, and 1339 and 1340
+the next: 1338 is amazon-ec2-metadata-mock's default, and 1339 to 1342
 follow it. They need no privilege, no widely used service takes them, and
 they are below the ports that Linux (32768 and up), macOS and Windows
 (49152 and up) give outgoing connections, which therefore never hold them.
@@ -124,9 +124,11 @@ type kind struct {
 
 // kinds are the fakes, by name.
 var kinds = map[string]kind{
-	"imds":  imdsKind,
-	"gce":   gceKind,
-	"azure": azureKind,
+	"imds":    imdsKind,
+	"gce":     gceKind,
+	"azure":   azureKind,
+	"alibaba": alibabaKind,
+	"tencent": tencentKind,
 }
 
 // A script is a fake's parsed flags, ready to start.
@@ -162,7 +164,7 @@ type step struct {
 // runs.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "termsig fake: which fake? imds, gce or azure\n\n%s", Usage)
+		fmt.Fprintf(stderr, "termsig fake: which fake? imds, gce, azure, alibaba or tencent\n\n%s", Usage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -172,7 +174,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	k, ok := kinds[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "termsig fake: no fake %q: imds, gce or azure\n\n%s", args[0], Usage)
+		fmt.Fprintf(stderr, "termsig fake: no fake %q: imds, gce, azure, alibaba or tencent\n\n%s", args[0], Usage)
 		return exitUsage
 	}
 	listen, sc, err := k.parse(args[1:])

@@ -47,12 +47,14 @@ whether it answered, failed (with the error) or was still waiting at
 --timeout, and how long it took. The environment variables that point
 sources elsewhere are honoured: AWS_EC2_METADATA_SERVICE_ENDPOINT,
 AWS_EC2_METADATA_DISABLED, GCE_METADATA_HOST, AZURE_METADATA_ENDPOINT,
+ALIBABA_METADATA_ENDPOINT, TENCENT_METADATA_ENDPOINT,
 DBUS_SYSTEM_BUS_ADDRESS.
 
 flags:
   --timeout D          bound on the first looks (default 5s)
   --json               one JSON object per source, for scripts
-  --sources S,...      only these sources: signal, imds, asg, gcemeta, azure, acpi, logind
+  --sources S,...      only these sources: signal, imds, asg, gcemeta, azure,
+                       alibaba, tencent, acpi, logind
   --root DIR           read the host's files (DMI, sockets) below DIR, such as
                        the host's root mounted in a container; DIR must be
                        a directory

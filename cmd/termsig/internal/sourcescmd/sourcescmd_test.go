@@ -18,12 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/termsig/termsig/acpi/acpitest"
+	"github.com/termsig/termsig/alibaba/alibabatest"
 	"github.com/termsig/termsig/azure/azuretest"
 	"github.com/termsig/termsig/cmd/termsig/internal/sourcescmd"
 	"github.com/termsig/termsig/gcemeta/gcemetatest"
 	"github.com/termsig/termsig/imds/imdstest"
 	"github.com/termsig/termsig/logind/logindtest"
 	"github.com/termsig/termsig/sources"
+	"github.com/termsig/termsig/tencent/tencenttest"
 	"github.com/termsig/termsig/termsigtest"
 )
 
@@ -76,7 +78,8 @@ func (r result) objects(t *testing.T) map[string]map[string]any {
 // host makes a fake host root, a QEMU virtual machine as Linux shows it,
 // with a clean environment: every source but signal is left out there.
 func host(t *testing.T) string {
-	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS", "AZURE_METADATA_ENDPOINT"} {
+	for _, k := range []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_EC2_METADATA_DISABLED", "GCE_METADATA_HOST", "DBUS_SYSTEM_BUS_ADDRESS", "AZURE_METADATA_ENDPOINT",
+		"ALIBABA_METADATA_ENDPOINT", "TENCENT_METADATA_ENDPOINT", "ALIBABA_CLOUD_IMDSV1_DISABLED"} {
 		t.Setenv(k, "")
 	}
 	root := t.TempDir()
@@ -172,6 +175,8 @@ func TestNoPlatformSourceExitsOneAndSaysWhyNot(t *testing.T) {
 	assert.Regexp(t, `^asg      no       `, got["asg"], "asg needs IMDS, as imds does")
 	assert.Equal(t, `gcemeta  no       not on GCE (DMI product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Host nor GCE_METADATA_HOST is set`, got["gcemeta"])
 	assert.Equal(t, `azure    no       not an Azure VM (DMI chassis_asset_tag ""), and neither Config.Endpoint nor AZURE_METADATA_ENDPOINT is set`, got["azure"])
+	assert.Equal(t, `alibaba  no       not an ECS instance (DMI sys_vendor "QEMU", product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Endpoint nor ALIBABA_METADATA_ENDPOINT is set`, got["alibaba"])
+	assert.Equal(t, `tencent  no       not a CVM instance (DMI sys_vendor "QEMU", product_name "Standard PC (Q35 + ICH9, 2009)"), and neither Config.Endpoint nor TENCENT_METADATA_ENDPOINT is set`, got["tencent"])
 	if runtime.GOOS == "linux" {
 		assert.Equal(t, "acpi     no       no power-button transport: no acpid socket at "+root+"/var/run/acpid.socket, no input device at "+root+"/dev/input/event*", got["acpi"])
 		assert.Equal(t, "logind   no       no system bus (no socket at "+root+"/run/dbus/system_bus_socket, "+root+"/var/run/dbus/system_bus_socket)", got["logind"])
@@ -186,25 +191,19 @@ func TestOnlyTheNamedSourcesAreChecked(t *testing.T) {
 	assert.Contains(t, r.lines()["signal"], "applies")
 }
 
-// The three metadata fakes, found through the SDKs' environment
-// variables, answer their first look.
+// The metadata fakes, found through the environment variables, answer
+// their first look.
 func TestMetadataServicesThatAnswerApplyAndExitZero(t *testing.T) {
 	root := host(t)
-	aws, gce, az := imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer()
-	defer aws.Close()
-	defer gce.Close()
-	defer az.Close()
-	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
-	t.Setenv("GCE_METADATA_HOST", gce.Host())
-	t.Setenv("AZURE_METADATA_ENDPOINT", az.URL)
+	startClouds(t)
 
-	r := run(t, "--root", root, "--sources", "imds,gcemeta,azure")
+	r := run(t, "--root", root, "--sources", cloudSources)
 	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
-	for _, name := range []string{"imds", "gcemeta", "azure"} {
+	for _, name := range strings.Split(cloudSources, ",") {
 		assert.Regexp(t, `^`+name+` +applies  first look: ready in \d+\.\d ms$`, r.lines()[name])
 	}
 
-	r = run(t, "--root", root, "--sources", "imds,gcemeta,azure", "--json")
+	r = run(t, "--root", root, "--sources", cloudSources, "--json")
 	assert.Equal(t, 0, r.code)
 	for name, o := range r.objects(t) {
 		assert.Equal(t, true, o["applies"], name)
@@ -214,6 +213,43 @@ func TestMetadataServicesThatAnswerApplyAndExitZero(t *testing.T) {
 		assert.NotContains(t, o, "error", name)
 		assert.NotContains(t, o, "reason", name)
 	}
+}
+
+// cloudSources are the sources of the metadata fakes of startClouds.
+const cloudSources = "imds,gcemeta,azure,alibaba,tencent"
+
+// clouds are the metadata fakes of every cloud.
+type clouds struct {
+	aws *imdstest.Server
+	gce *gcemetatest.Server
+	az  *azuretest.Server
+	ali *alibabatest.Server
+	ten *tencenttest.Server
+}
+
+// startClouds starts a fake of every cloud's metadata service, closed when
+// the test ends, and points the sources at them through their environment
+// variables.
+func startClouds(t *testing.T) clouds {
+	c := clouds{imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer(), alibabatest.NewServer(), tencenttest.NewServer()}
+	for _, close := range []func(){c.aws.Close, c.gce.Close, c.az.Close, c.ali.Close, c.ten.Close} {
+		t.Cleanup(close)
+	}
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", c.aws.URL)
+	t.Setenv("GCE_METADATA_HOST", c.gce.Host())
+	t.Setenv("AZURE_METADATA_ENDPOINT", c.az.URL)
+	t.Setenv("ALIBABA_METADATA_ENDPOINT", c.ali.URL)
+	t.Setenv("TENCENT_METADATA_ENDPOINT", c.ten.URL)
+	return c
+}
+
+// inject injects f into every fake.
+func (c clouds) inject(f termsigtest.Fault) {
+	c.aws.Inject(f)
+	c.gce.Inject(f)
+	c.az.Inject(f)
+	c.ali.Inject(f)
+	c.ten.Inject(f)
 }
 
 func TestJSONHasOneObjectPerSource(t *testing.T) {
@@ -295,7 +331,7 @@ func TestAServiceThatHangsIsStillWaitingAtTheTimeout(t *testing.T) {
 	assert.InDelta(t, 200.0, o["took_ms"], 100.0)
 }
 
-// Every misbehaviour of the three metadata fakes is bounded by --timeout,
+// Every misbehaviour of the metadata fakes is bounded by --timeout,
 // the sources are stopped when Main returns (goleak in TestMain), each
 // still applies (it answers, or retries, or may yet answer), and --json
 // stays one valid object per line.
@@ -312,23 +348,14 @@ func TestEveryFaultOfAMetadataServiceIsBoundedByTheTimeout(t *testing.T) {
 	for name, f := range faults {
 		t.Run(name, func(t *testing.T) {
 			root := host(t)
-			aws, gce, az := imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer()
-			defer aws.Close()
-			defer gce.Close()
-			defer az.Close()
-			aws.Inject(f)
-			gce.Inject(f)
-			az.Inject(f)
-			t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
-			t.Setenv("GCE_METADATA_HOST", gce.Host())
-			t.Setenv("AZURE_METADATA_ENDPOINT", az.URL)
+			startClouds(t).inject(f)
 
 			start := time.Now()
-			r := run(t, "--root", root, "--sources", "imds,gcemeta,azure", "--timeout", "300ms", "--json")
+			r := run(t, "--root", root, "--sources", cloudSources, "--timeout", "300ms", "--json")
 			assert.Less(t, time.Since(start), 3*time.Second, "bounded by --timeout")
 			assert.Equal(t, 0, r.code, r.stdout+r.stderr)
 			objs := r.objects(t)
-			assert.Len(t, objs, 3)
+			assert.Len(t, objs, 5)
 			for src, o := range objs {
 				assert.Contains(t, []any{"ready", "failed", "timeout"}, o["first_look"], src)
 				assert.Equal(t, true, o["applies"], src)
@@ -341,21 +368,17 @@ func TestEveryFaultOfAMetadataServiceIsBoundedByTheTimeout(t *testing.T) {
 // in --json.
 func TestNoticesPostedAtTheFirstLookAreShownForEachCloud(t *testing.T) {
 	root := host(t)
-	aws, gce, az := imdstest.NewServer(), gcemetatest.NewServer(), azuretest.NewServer()
-	defer aws.Close()
-	defer gce.Close()
-	defer az.Close()
-	aws.SetInterruption("stop", time.Now().Add(2*time.Minute))
-	gce.Set("instance/preempted", "TRUE")
-	az.SetEvents(azuretest.Event{EventID: "E1", EventType: "Preempt", NotBefore: time.Now().Add(30 * time.Second)})
-	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", aws.URL)
-	t.Setenv("GCE_METADATA_HOST", gce.Host())
-	t.Setenv("AZURE_METADATA_ENDPOINT", az.URL)
+	c := startClouds(t)
+	c.aws.SetInterruption("stop", time.Now().Add(2*time.Minute))
+	c.gce.Set("instance/preempted", "TRUE")
+	c.az.SetEvents(azuretest.Event{EventID: "E1", EventType: "Preempt", NotBefore: time.Now().Add(30 * time.Second)})
+	c.ali.SetTerminationTime(time.Now().Add(5 * time.Minute))
+	c.ten.SetTerminationTime(time.Now().Add(2 * time.Minute))
 
-	r := run(t, "--root", root, "--sources", "imds,gcemeta,azure", "--json")
+	r := run(t, "--root", root, "--sources", cloudSources, "--json")
 	assert.Equal(t, 0, r.code)
 	objs := r.objects(t)
-	assert.Len(t, objs, 3)
+	assert.Len(t, objs, 5)
 	for src, o := range objs {
 		notices, _ := o["notices"].([]any)
 		assert.Len(t, notices, 1, "%s: %v", src, o)
@@ -425,6 +448,8 @@ func TestAMisconfiguredSourceDoesNotApplyAndShowsTheMistake(t *testing.T) {
 		{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "::", "imds", `imds: AWS_EC2_METADATA_SERVICE_ENDPOINT "::" is not an absolute http or https URL with a host`},
 		{"GCE_METADATA_HOST", "a b", "gcemeta", `gcemeta: GCE_METADATA_HOST "a b" is not a host[:port]`},
 		{"AZURE_METADATA_ENDPOINT", "ftp://x", "azure", `azure: AZURE_METADATA_ENDPOINT "ftp://x" is not an absolute http or https URL with a host and no path, query or fragment`},
+		{"ALIBABA_METADATA_ENDPOINT", "100.100.100.200", "alibaba", `alibaba: ALIBABA_METADATA_ENDPOINT "100.100.100.200" is not an absolute http or https URL with a host and no path, query or fragment`},
+		{"TENCENT_METADATA_ENDPOINT", "http://metadata.tencentyun.com/latest", "tencent", `tencent: TENCENT_METADATA_ENDPOINT "http://metadata.tencentyun.com/latest" is not an absolute http or https URL with a host and no path, query or fragment`},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			root := host(t)
