@@ -78,7 +78,9 @@ type Config struct {
 	// ScheduledShutdown, which systemd 252 and its like change without a
 	// signal (a logind that sends PropertiesChanged for it is heard at
 	// once as well). Values below 1 mean DefaultScheduledInterval (10 s):
-	// `shutdown -h +1`, the shortest, is then seen 50 s ahead at least.
+	// a shutdown scheduled a minute ahead (`shutdown -h +1`) is seen 50 s
+	// ahead at least; one scheduled closer than an interval may be heard
+	// only when it fires.
 	ScheduledInterval time.Duration
 
 	// RequestTimeout bounds one exchange with the bus: connecting to it,

@@ -26,8 +26,8 @@
 //     "infinity"); when none does, logind goes on at once, and the
 //     Deadline is when the notice was seen. A source that holds no lock
 //     asks logind (ListInhibitors, within 0.5 s) before it sends the
-//     notice; if it cannot tell, it allows InhibitDelayMaxUSec, and logs
-//     why;
+//     notice; if it cannot tell, the Deadline is when the notice was
+//     seen (never later than logind's), and it logs why;
 //   - Reason says whether a delay lock holds the shutdown.
 //
 // When logind cancels a shutdown (PrepareForShutdown(false), as after

@@ -228,6 +228,8 @@ func TestParseSchedule(t *testing.T) {
 		{[]any{"", uint64(0)}, schedule{}, true},         // none, as older ones say
 		{[]any{"poweroff", uint64(0)}, schedule{}, true}, // a shutdown not scheduled, as systemd 252 shows it
 		{[]any{"../etc", uint64(5)}, schedule{unknownType, 5}, true},
+		{[]any{"suspend", uint64(5)}, schedule{}, true}, // newer logind's delayed sleep: no shutdown
+		{[]any{"dry-reboot", uint64(5)}, schedule{"dry-reboot", 5}, true},
 		{[]any{"poweroff"}, schedule{}, false},
 		{[]any{"poweroff", "soon"}, schedule{}, false},
 		{[]any{uint64(5), "poweroff"}, schedule{}, false},

@@ -2,6 +2,8 @@ package logind
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -106,12 +108,26 @@ func newSender(r *termsig.Run) *sender {
 	return &sender{run: r, queued: make(chan struct{}, 1), handed: make(chan struct{}, 1)}
 }
 
-// push queues n; it never blocks.
+// push queues n; it never blocks. The advice of a scheduled shutdown
+// replaces the one of the same Event still waiting behind the notice
+// being sent: only the latest schedule matters, and a consumer that does
+// not read must not make the queue grow with every change of it.
 func (s *sender) push(n termsig.Notice) {
 	s.mu.Lock()
+	if isSchedule(n) && len(s.pending) > 1 {
+		s.pending = append(s.pending[:1], slices.DeleteFunc(s.pending[1:], func(p termsig.Notice) bool {
+			return isSchedule(p) && p.Event == n.Event
+		})...)
+	}
 	s.pending = append(s.pending, n)
 	s.mu.Unlock()
 	poke(s.queued)
+}
+
+// isSchedule reports whether n is about a scheduled shutdown: its advice,
+// or the Cleared that withdraws it.
+func isSchedule(n termsig.Notice) bool {
+	return n.Event == EventScheduled || strings.HasPrefix(n.Event, EventScheduled+"/")
 }
 
 // idle reports whether every notice pushed has been handed over.

@@ -212,17 +212,19 @@ const listWait = 500 * time.Millisecond
 // source does not hold, and the notice's Reason. logind waits for delay
 // locks only: with none held by anyone it goes on at once (0), with some
 // it waits up to InhibitDelayMaxSec (w.delay). When ListInhibitors fails
-// or does not answer within listWait, the delay is w.delay, which logind
-// never exceeds, and the failure is logged (once per text).
+// or does not answer within listWait, the delay is 0 as well: a Deadline
+// later than logind's would promise time it may not give, so the unknown
+// wait is taken as none (as catchUp does), and the failure is logged
+// (once per text).
 func (w *watcher) othersDelay(ctx context.Context) (time.Duration, string) {
 	held, err := w.delayHeld(ctx)
 	switch {
 	case err != nil:
 		if err.Error() != w.warnedList {
 			w.warnedList = err.Error()
-			w.cfg.Logger.Warn("logind: cannot tell whether a delay lock holds the shutdown; its Deadline allows InhibitDelayMaxSec", "err", err)
+			w.cfg.Logger.Warn("logind: cannot tell whether a delay lock holds the shutdown; its Deadline is now", "err", err)
 		}
-		return w.delay, "systemd-logind announced the shutdown (no delay lock; whether another process holds one is unknown)"
+		return 0, "systemd-logind announced the shutdown (no delay lock; whether another process holds one is unknown)"
 	case held:
 		return w.delay, "systemd-logind announced the shutdown (no delay lock; another process holds one)"
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -139,6 +140,14 @@ type schedule struct {
 	usec uint64
 }
 
+// notShutdowns are logind's actions (HandleAction's names) that shut
+// nothing down: newer logind shows its delayed action in
+// ScheduledShutdown while delay locks hold it, sleeps included.
+var notShutdowns = map[string]bool{
+	"ignore": true, "lock": true, "suspend": true, "hibernate": true, "hybrid-sleep": true,
+	"suspend-then-hibernate": true, "sleep": true, "secure-attention-key": true,
+}
+
 // unknownType stands for a scheduled shutdown whose type is not trusted
 // into the Event.
 const unknownType = "?"
@@ -161,6 +170,9 @@ func parseSchedule(v any) (schedule, error) {
 	}
 	if typ == "" || usec == 0 {
 		return schedule{}, nil
+	}
+	if notShutdowns[strings.TrimPrefix(typ, "dry-")] {
+		return schedule{}, nil // a suspend held by delay locks, say
 	}
 	if typ = cleanType(typ); typ == "" {
 		typ = unknownType

@@ -44,7 +44,7 @@ type RealLogind struct {
 	conn    *dbus.Conn // the test's own connection, for calls to logind
 	run     string     // the directory logind sees as /run
 	address string     // of the bus
-	prog    string
+	prog    string     // the program; set on Linux only
 
 	mu     sync.Mutex
 	cmd    procHandle
@@ -164,35 +164,6 @@ func (l *RealLogind) Close() error {
 	}
 	l.conn.Close()
 	return errors.Join(err, os.RemoveAll(l.run))
-}
-
-// startTimeoutReal bounds how long logind may take to own its name.
-const startTimeoutReal = 10 * time.Second
-
-// waitOwner waits until name has an owner on conn's bus other than old,
-// or exited is closed (the program ended), or the timeout passes.
-func waitOwner(conn *dbus.Conn, name, old string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeoutReal)
-	defer cancel()
-	sigs := make(chan *dbus.Signal, 16)
-	conn.Signal(sigs)
-	defer conn.RemoveSignal(sigs)
-	if err := conn.AddMatchSignal(dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, name)); err != nil {
-		return err
-	}
-	for {
-		var owner string
-		if conn.BusObject().Call("org.freedesktop.DBus.GetNameOwner", 0, name).Store(&owner) == nil && owner != old {
-			return nil
-		}
-		select {
-		case <-sigs:
-		case <-exited:
-			return errors.New("it exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%s has no owner after %v", name, startTimeoutReal)
-		}
-	}
 }
 
 // StartReal starts a Bus, the [Systemd] stub and the real logind on it,

@@ -1,12 +1,14 @@
 package logindtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -157,4 +159,33 @@ func (l *RealLogind) start(old string) error {
 		return fmt.Errorf("logindtest: %s did not start: %v:\n%s", l.prog, err, l.Output())
 	}
 	return nil
+}
+
+// startTimeoutReal bounds how long logind may take to own its name.
+const startTimeoutReal = 10 * time.Second
+
+// waitOwner waits until name has an owner on conn's bus other than old,
+// or exited is closed (the program ended), or the timeout passes.
+func waitOwner(conn *dbus.Conn, name, old string, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeoutReal)
+	defer cancel()
+	sigs := make(chan *dbus.Signal, 16)
+	conn.Signal(sigs)
+	defer conn.RemoveSignal(sigs)
+	if err := conn.AddMatchSignal(dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, name)); err != nil {
+		return err
+	}
+	for {
+		var owner string
+		if conn.BusObject().Call("org.freedesktop.DBus.GetNameOwner", 0, name).Store(&owner) == nil && owner != old {
+			return nil
+		}
+		select {
+		case <-sigs:
+		case <-exited:
+			return errors.New("it exited")
+		case <-ctx.Done():
+			return fmt.Errorf("%s has no owner after %v", name, startTimeoutReal)
+		}
+	}
 }
