@@ -41,8 +41,10 @@ const (
 	// Maintenance: maintenance is scheduled or under way; the Deadline, if
 	// known, is when it may start.
 	Maintenance
-	// Cleared: an earlier advisory notice from the same source no longer
-	// holds (a maintenance event was canceled or completed).
+	// Cleared: an earlier notice from the same source and Event no longer
+	// holds: advice withdrawn (a maintenance event canceled or completed),
+	// or a platform's announced event called off (a shutdown canceled, a
+	// scheduled event or a termination time that left the metadata).
 	Cleared
 )
 

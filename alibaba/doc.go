@@ -33,10 +33,11 @@
 // Nothing the service or the network does makes a notice by itself:
 // errors (unreachable, 401, 403, 429, 5xx, no answer within
 // [Config.RequestTimeout]) and answers that are not a time with its zone
-// (an empty body, an HTML page, "2015-01-05 18:02:00") are retried with
-// backoff up to [Config.MaxBackoff] and shown in
-// [termsig.Notifier.Status], in a stable text ("alibaba: HTTP 503:
-// Service Unavailable"); an earlier notice is neither sent again nor
+// (an empty body, an HTML page, "2015-01-05 18:02:00") or a time more
+// than an hour past or a day ahead (a placeholder: the zero time, the
+// epoch, the year 9999) are retried with backoff up to [Config.MaxBackoff]
+// and shown in [termsig.Notifier.Status], in a stable text ("alibaba: HTTP
+// 503: Service Unavailable"); an earlier notice is neither sent again nor
 // cleared. Redirects are refused, never followed, and answers are cut off
 // past 64 KiB of body or head. When the Watch context is done, requests in
 // flight are cancelled and Watch returns at once.

@@ -35,8 +35,10 @@ const (
 	hardenedMode = "alibaba: reading in security hardening mode (with a token)"
 )
 
-// deadline is a release time in whole seconds, as the service writes it.
-var deadline = time.Date(2026, 11, 30, 10, 5, 0, 0, time.UTC)
+// deadline is a release time in whole seconds, as the service writes it,
+// five minutes ahead, as Alibaba posts it (a time an hour away from now
+// or more is no release time).
+var deadline = time.Now().Add(5 * time.Minute).Truncate(time.Second).UTC()
 
 var quiet = termsig.Config{Logger: slog.New(slog.DiscardHandler)}
 

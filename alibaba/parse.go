@@ -23,7 +23,7 @@ func parseTerminationTime(body []byte) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, string(s))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("not an RFC 3339 time: %s", spotpoll.Quote(s))
+		return time.Time{}, fmt.Errorf("not an RFC 3339 time: %s", spotpoll.Describe(s))
 	}
 	return t, nil
 }

@@ -101,7 +101,7 @@ func (s *session) fetchToken(ctx, rctx context.Context) (string, error) {
 	}
 	tok := bytes.TrimSpace(body)
 	if !validToken(tok) {
-		return "", fmt.Errorf("alibaba: token: the answer is not a token: %s", spotpoll.Quote(tok))
+		return "", fmt.Errorf("alibaba: token: the answer is not a token: %s", spotpoll.Describe(tok))
 	}
 	return string(tok), nil
 }

@@ -33,10 +33,11 @@
 // Nothing the service or the network does makes a notice by itself:
 // errors (unreachable, 403, 429, 5xx, no answer within
 // [Config.RequestTimeout]) and answers that are not a time (an empty body,
-// an HTML page) are retried with backoff up to [Config.MaxBackoff] and
-// shown in [termsig.Notifier.Status], in a stable text ("tencent: HTTP
-// 503: Service Unavailable"); an earlier notice is neither sent again nor
-// cleared. Redirects are refused, never followed, and answers are cut off
+// an HTML page) or a time more than an hour past or a day ahead (a
+// placeholder: the epoch, the year 9999) are retried with backoff up to
+// [Config.MaxBackoff] and shown in [termsig.Notifier.Status], in a stable
+// text ("tencent: HTTP 503: Service Unavailable"); an earlier notice is
+// neither sent again nor cleared. Redirects are refused, never followed, and answers are cut off
 // past 64 KiB of body or head. When the Watch context is done, requests in
 // flight are cancelled and Watch returns at once.
 //

@@ -28,9 +28,10 @@ const (
 	healthy = "termsig: source healthy again"
 )
 
-// deadline is a reclaim time in whole seconds, as the service writes it:
-// "2026-11-30 18:02:00" in UTC+8.
-var deadline = time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC)
+// deadline is a reclaim time in whole seconds, as the service writes it
+// (in UTC+8), two minutes ahead, as Tencent posts it (a time an hour away
+// from now or more is no reclaim time).
+var deadline = time.Now().Add(2 * time.Minute).Truncate(time.Second).UTC()
 
 var quiet = termsig.Config{Logger: slog.New(slog.DiscardHandler)}
 

@@ -34,5 +34,5 @@ func parseTerminationTime(body []byte) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, string(s)); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("not a time such as 2018-08-18 12:05:33: %s", spotpoll.Quote(s))
+	return time.Time{}, fmt.Errorf("not a time such as 2018-08-18 12:05:33: %s", spotpoll.Describe(s))
 }

@@ -10,12 +10,15 @@
 // as its Deadline; a time earlier than the one reported is a Terminate
 // again, with the earlier Deadline; a later one, or the same, is no news.
 // A 404 after a notice is a Cleared notice for the same Event. Anything
-// else (an error status, a network error, a body that is not a time) is
-// an error that the poller reports with health and retries with backoff:
-// it never makes or clears a notice.
+// else (an error status, a network error, a body that is not a time, a
+// time more than an hour past or a day ahead) is an error that the poller
+// reports with health and retries with backoff: it never makes or clears
+// a notice.
 package spotpoll
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -124,6 +127,14 @@ func (sp *Spec) Watch(ctx context.Context, r *termsig.Run, st Settings, poll fun
 // 20 bytes, a token some dozens.
 const maxBody = 64 << 10
 
+// maxPast and maxAhead bound a termination time that is taken as one:
+// the clouds post it minutes ahead, and an instance's clock may be off;
+// a time further away is an error, never a notice.
+const (
+	maxPast  = time.Hour
+	maxAhead = 24 * time.Hour
+)
+
 // maxRaw bounds Notice.Raw.
 const maxRaw = 256
 
@@ -210,6 +221,11 @@ func (st *state) update(p *poller, a Answer, now time.Time) (*termsig.Notice, er
 	if err != nil {
 		return nil, fmt.Errorf("%stermination time: %w", p.Prefix, err)
 	}
+	if at.Before(now.Add(-maxPast)) || at.After(now.Add(maxAhead)) {
+		// A placeholder (the zero time, the epoch, 9999) is no release
+		// time: the clouds announce minutes ahead.
+		return nil, fmt.Errorf("%stermination time %s is not within %v before or %v after now", p.Prefix, at.UTC().Format(time.RFC3339), maxPast, maxAhead)
+	}
 	if st.reported && !at.Before(st.deadline) {
 		return nil, nil // the same, or later: the program was told no later
 	}
@@ -221,14 +237,16 @@ func (st *state) update(p *poller, a Answer, now time.Time) (*termsig.Notice, er
 	return &termsig.Notice{Kind: termsig.Terminate, Event: p.Event, Reason: p.Reason, Deadline: at, Observed: now, Raw: raw}, nil
 }
 
-// Quote quotes the start of a body that is not what it should be, for an
-// error message.
-func Quote(b []byte) string {
-	const n = 64
-	if len(b) > n {
-		return fmt.Sprintf("%q…", b[:n])
+// Describe says what a body that is not what it should be is, for an
+// error message whose text does not change with the body's bytes (a
+// timestamp, a request id in a portal's page): its length, and whether
+// it looks like HTML.
+func Describe(b []byte) string {
+	kind := "bytes"
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '<' {
+		kind = "bytes of markup"
 	}
-	return fmt.Sprintf("%q", b)
+	return fmt.Sprintf("%d %s", len(b), kind)
 }
 
 // A Client sends a source's requests: the caller's *http.Client or one of
@@ -317,9 +335,11 @@ func (c *Client) Answer(status int, body []byte) (Answer, error) {
 	return Answer{}, c.StatusError("", status, body)
 }
 
-// StatusError is the error of an answer with an unexpected status.
+// StatusError is the error of an answer with an unexpected status. Its
+// text is the status alone, not the body, which may name its request: a
+// new text is a change that the Notifier logs.
 func (c *Client) StatusError(what string, status int, body []byte) error {
-	return fmt.Errorf("%s%sHTTP %d: %s", c.prefix, what, status, strings.TrimSpace(httpguard.Snippet(body)))
+	return fmt.Errorf("%s%sHTTP %d: %s", c.prefix, what, status, cmp.Or(http.StatusText(status), "unknown status"))
 }
 
 // endpointOf returns the base URL of the metadata service, without a

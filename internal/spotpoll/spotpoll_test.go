@@ -13,8 +13,8 @@ import (
 
 // What each answer in a row calls for: a first time is a Terminate, an
 // earlier one too, a later or the same one nothing, a 404 after a notice
-// Cleared and before one nothing, a bad body an error that changes
-// nothing.
+// Cleared and before one nothing, a bad body or a time more than an hour
+// past or a day ahead an error that changes nothing.
 func TestUpdate(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	p := &poller{Prefix: "x: ", Event: "spot/termination-time", Reason: "to go", Parse: func(b []byte) (time.Time, error) {
@@ -44,6 +44,9 @@ func TestUpdate(t *testing.T) {
 		{Answer{}, want{kind: termsig.Cleared}},
 		{Answer{}, want{}},
 		{Answer{Found: true, Body: []byte("9m")}, want{kind: termsig.Terminate, deadline: 9 * time.Minute}},
+		{Answer{Found: true, Body: []byte("-61m")}, want{err: "x: termination time 2026-11-30T08:59:00Z is not within 1h0m0s before or 24h0m0s after now"}},
+		{Answer{Found: true, Body: []byte("24h1m")}, want{err: "x: termination time 2026-12-01T10:01:00Z is not within 1h0m0s before or 24h0m0s after now"}},
+		{Answer{Found: true, Body: []byte("-59m")}, want{kind: termsig.Terminate, deadline: -59 * time.Minute}},
 	} {
 		nt, err := st.update(p, tc.answer, t0)
 		if tc.want.err != "" {
