@@ -15,15 +15,15 @@ func ExampleNew() {
 	// scheduled.
 	srv := alibabatest.NewServer()
 	defer srv.Close()
-	srv.SetTerminationTime(time.Date(2026, 11, 30, 10, 5, 0, 0, time.UTC))
+	srv.SetTerminationTime(time.Now().Add(5 * time.Minute))
 
 	n := termsig.New(alibaba.New(alibaba.Config{Endpoint: srv.URL}))
 	defer n.Stop()
 
 	nt := <-n.C()
 	fmt.Println(nt.Source, nt.Kind, "-", nt.Reason)
-	fmt.Println("deadline:", nt.Deadline.Format(time.RFC3339))
+	fmt.Println("in:", nt.Deadline.Sub(nt.Observed).Round(time.Minute))
 	// Output:
 	// alibaba terminate - spot instance to be released
-	// deadline: 2026-11-30T10:05:00Z
+	// in: 5m0s
 }

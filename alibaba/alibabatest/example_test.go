@@ -23,13 +23,13 @@ func Example() {
 	}))
 	defer n.Stop()
 
-	srv.SetTerminationTime(time.Date(2026, 11, 30, 10, 5, 0, 0, time.UTC))
+	srv.SetTerminationTime(time.Now().Add(5 * time.Minute))
 	nt := <-n.C()
-	fmt.Println(nt.Kind, nt.Deadline.Format(time.RFC3339))
+	fmt.Println(nt.Kind, "in", nt.Deadline.Sub(nt.Observed).Round(time.Minute))
 	srv.ClearTerminationTime()
 	fmt.Println((<-n.C()).Kind)
 	// Output:
-	// terminate 2026-11-30T10:05:00Z
+	// terminate in 5m0s
 	// cleared
 }
 
@@ -46,9 +46,9 @@ func ExampleServer_Inject() {
 	fmt.Println(n.Status()[0].Err)
 
 	srv.ClearFaults()
-	srv.SetTerminationTime(time.Date(2026, 11, 30, 10, 5, 0, 0, time.UTC))
+	srv.SetTerminationTime(time.Now().Add(5 * time.Minute))
 	fmt.Println((<-n.C()).Kind)
 	// Output:
-	// alibaba: termination time: not an RFC 3339 time: "<html>Welcome</html>"
+	// alibaba: termination time: not an RFC 3339 time: 20 bytes of markup
 	// terminate
 }

@@ -22,13 +22,14 @@ func Example() {
 	}))
 	defer n.Stop()
 
-	srv.SetTerminationTime(time.Date(2026, 11, 30, 10, 2, 0, 0, time.UTC))
+	at := time.Now().Add(2 * time.Minute).Truncate(time.Second)
+	srv.SetTerminationTime(at) // served in UTC+8, without a zone
 	nt := <-n.C()
-	fmt.Println(nt.Kind, nt.Raw, "=", nt.Deadline.UTC().Format(time.RFC3339))
+	fmt.Println(nt.Kind, nt.Deadline.Equal(at))
 	srv.ClearTerminationTime()
 	fmt.Println((<-n.C()).Kind)
 	// Output:
-	// terminate 2026-11-30 18:02:00 = 2026-11-30T10:02:00Z
+	// terminate true
 	// cleared
 }
 
