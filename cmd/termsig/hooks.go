@@ -241,7 +241,8 @@ func (h *hookRunner) run(nt termsig.Notice) error {
 	return h.report(nt, cmd, err, ctx.Err() != nil, timeout, time.Since(start), out.String())
 }
 
-// report logs how a hook ended and returns an error if it failed.
+// report counts and logs how a hook ended (counted first, so that whoever
+// reads the line sees it counted) and returns an error if it failed.
 func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOut bool, timeout, took time.Duration, out string) error {
 	attrs := []any{"notice", nt, "took", took.Round(time.Millisecond), "output", out}
 	code := exitNoChild
@@ -250,21 +251,21 @@ func (h *hookRunner) report(nt termsig.Notice, cmd *exec.Cmd, err error, timedOu
 	}
 	switch {
 	case timedOut:
-		h.log.Error("termsig: hook killed at its timeout", append(attrs, "timeout", timeout)...)
 		h.m.ran(hookTimeout)
+		h.log.Error("termsig: hook killed at its timeout", append(attrs, "timeout", timeout)...)
 		return context.DeadlineExceeded
 	case errors.Is(err, exec.ErrWaitDelay) && code == 0:
 		// The hook exited 0 but left a process holding its output.
-		h.log.Warn("termsig: hook done; it left a background process, killed", append(attrs, "status", 0)...)
 		h.m.ran(hookOK)
+		h.log.Warn("termsig: hook done; it left a background process, killed", append(attrs, "status", 0)...)
 		return nil
 	case err != nil || code != 0:
-		h.log.Error("termsig: hook failed", append(attrs, "status", code, "err", err)...)
 		h.m.ran(hookFailed)
+		h.log.Error("termsig: hook failed", append(attrs, "status", code, "err", err)...)
 		return errors.Join(err, errors.New("exit status "+strconv.Itoa(code)))
 	}
-	h.log.Info("termsig: hook done", append(attrs, "status", 0)...)
 	h.m.ran(hookOK)
+	h.log.Info("termsig: hook done", append(attrs, "status", 0)...)
 	return nil
 }
 
