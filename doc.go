@@ -11,8 +11,7 @@
 //   - imds: the AWS EC2 metadata service (spot interruptions, rebalance);
 //   - gcemeta: the GCE metadata server (preemption, host maintenance);
 //   - azure: Azure's Scheduled Events (eviction, reboot, freeze);
-//   - alibaba: Alibaba Cloud ECS preemptible (spot) instances' release;
-//   - tencent: Tencent Cloud CVM spot instances' reclaim.
+//   - alibaba, tencent: Alibaba Cloud and Tencent Cloud spot reclaims.
 //
 // A [Notifier] runs sources and merges their notices into one channel of
 // [Notice] values that say what is happening ([Kind]), which event it is

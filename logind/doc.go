@@ -19,15 +19,10 @@
 //   - Event: [EventPrefix] and the type ("shutdown/poweroff"), or
 //     [EventShutdown] when the type is not said;
 //   - Deadline: when logind stops waiting for delay locks and systemd
-//     starts stopping services (SIGTERM, then SIGKILL after the service's
-//     TimeoutStopSec), not when the process dies. While a delay lock
-//     holds the shutdown (the source's or another process's), that is
-//     when the notice was seen plus logind's InhibitDelayMaxUSec (zero if
-//     "infinity"); when none does, logind goes on at once, and the
-//     Deadline is when the notice was seen. A source that holds no lock
-//     asks logind (ListInhibitors, within 0.5 s) before it sends the
-//     notice; if it cannot tell, the Deadline is when the notice was
-//     seen (never later than logind's), and it logs why;
+//     starts stopping services, not when the process dies: the notice's
+//     time plus InhibitDelayMaxUSec while a delay lock (anyone's) holds
+//     the shutdown, else the notice's time (a source without a lock asks
+//     ListInhibitors, within 0.5 s; unknown counts as none);
 //   - Reason says whether a delay lock holds the shutdown.
 //
 // When logind cancels a shutdown (PrepareForShutdown(false), as after
@@ -36,22 +31,17 @@
 //
 // # Scheduled shutdowns
 //
-// A shutdown scheduled ahead (`shutdown -h +5`, `systemctl poweroff
-// --when=`) is logind's ScheduledShutdown property, which the source
-// reads when it connects, every [Config.ScheduledInterval] (systemd 252
-// changes it without a signal) and at once when logind sends
-// PropertiesChanged for it. It is advice:
+// A shutdown scheduled ahead (`shutdown -h +5`) is logind's
+// ScheduledShutdown, read at connect, every [Config.ScheduledInterval]
+// and on PropertiesChanged. It is advice:
 //
 //   - [termsig.Maintenance], Event [EventScheduled] and the type
 //     ("scheduled/poweroff"), Deadline the scheduled time; again, with the
 //     same Event, when the time changes;
-//   - [termsig.Cleared] with that Event once logind no longer has it:
-//     cancelled (`shutdown -c`), a dry run whose time came, or replaced
-//     by one of another type.
+//   - [termsig.Cleared] with that Event once logind no longer has it
+//     (cancelled, a dry run's time come, or another type instead).
 //
-// When the time comes logind announces the shutdown, and its notice (see
-// above) follows; logind keeps the schedule then, and a schedule seen
-// while a shutdown is under way is no news.
+// When the time comes, the shutdown's notice (above) follows.
 //
 // # The lock and Release
 //
@@ -68,21 +58,17 @@
 // A source that connects while a shutdown is under way (logind then
 // refuses new locks) sends a Terminate notice at once, with Event
 // "shutdown" and Deadline now, held only if it kept a lock from before.
-// If the lock is refused for another reason, or Inhibit does not answer,
-// the source still hears shutdowns: the failure shows in
-// termsig.Notifier.Status, is logged once, and the lock is retried with
-// backoff.
+// A lock refused otherwise, or unanswered, is retried with backoff (the
+// failure in Status, logged once); shutdowns are still heard.
 //
 // # Trust
 //
 // Only signals whose sender owns org.freedesktop.login1 (the bus daemon
 // stamps it) are believed; others are ignored and logged once per
 // connection, and signals of the wrong shape are ignored. A schedule is
-// only ever taken from logind's answer to a read of ScheduledShutdown,
-// and an answer that fails or does not parse changes nothing: it neither
-// makes advice nor clears it. A flood
-// of signals costs neither memory nor goroutines, and cannot fill the
-// descriptor table (DESIGN.md says how).
+// taken only from logind's answer to a read; one that does not parse
+// changes nothing. A flood of signals costs neither memory nor
+// goroutines, nor descriptors (DESIGN.md says how).
 //
 // # Failures
 //
@@ -94,19 +80,10 @@
 // reconnects with backoff (at most 10 s apart), subscribes again, takes a
 // new lock (keeping the old one until then), rereads InhibitDelayMaxUSec
 // and ScheduledShutdown, and catches up with a shutdown that began or was
-// cancelled meanwhile;
-// notices waiting for the consumer are still handed over. Connecting and
+// cancelled meanwhile; waiting notices are still handed over. Connecting and
 // each call are bounded by [Config.RequestTimeout]; Stop ends them at once.
 //
-// # Address
-//
 // The bus is [Config.Address], else $DBUS_SYSTEM_BUS_ADDRESS, else
-// [DefaultAddress] below [Config.Root]: a program in a container points
-// one of them at the host's bus socket.
-//
-// # Testing
-//
-// Package logindtest runs a private dbus-daemon and a fake logind on it,
-// which hands out real delay locks and shows when each is released; or
-// the real systemd-logind, on a private bus and in a /run of its own.
+// [DefaultAddress] below [Config.Root]. Package logindtest runs a private
+// bus with a fake logind, or the real systemd-logind, for tests.
 package logind
